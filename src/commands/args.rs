@@ -1,0 +1,393 @@
+//! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
+//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `AT`).
+//!
+//! Everything works on byte slices and is pure, so it is unit-tested without a server.
+
+use crate::core::Micros;
+use crate::core::dedup::{DedupId, MAX_ID_LEN};
+use crate::core::gcra::MAX_PARAM;
+use crate::core::limiter::Request;
+use crate::core::time::{MAX_TIME, US_PER_MS};
+use crate::error::RlError;
+
+/// Longest piece of a user's token quoted back in an error.
+const QUOTE_MAX: usize = 64;
+
+/// A token as it may be quoted in an error: lossy UTF-8, cut to a sane length.
+pub fn quote(token: &[u8]) -> String {
+    let cut = token.get(..QUOTE_MAX).unwrap_or(token);
+    let mut s = String::from_utf8_lossy(cut).into_owned();
+    if token.len() > QUOTE_MAX {
+        s.push_str("...");
+    }
+    s
+}
+
+/// A cursor over a command's arguments.
+#[derive(Debug, Clone)]
+pub struct Args<'a> {
+    items: &'a [&'a [u8]],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    /// Start at `items[0]`.
+    pub fn new(items: &'a [&'a [u8]]) -> Self {
+        Args { items, pos: 0 }
+    }
+
+    /// The next argument, or the arity error.
+    ///
+    /// # Errors
+    /// [`RlError::Arity`] when there is none.
+    pub fn required(&mut self) -> Result<&'a [u8], RlError> {
+        self.next().ok_or(RlError::Arity)
+    }
+
+    /// The value of option `opt`, or `ERR syntax error, <opt> needs a value`.
+    ///
+    /// # Errors
+    /// [`RlError::NeedsValue`] when the arguments end.
+    pub fn value_of(&mut self, opt: &'static str) -> Result<&'a [u8], RlError> {
+        self.next().ok_or(RlError::NeedsValue(opt))
+    }
+
+    /// Index of the next argument.
+    pub fn index(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for Args<'a> {
+    type Item = &'a [u8];
+
+    /// The next argument, if any.
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let item = self.items.get(self.pos)?;
+        self.pos = self.pos.saturating_add(1);
+        Some(item)
+    }
+}
+
+/// A plain decimal integer in `0..=i64::MAX`: digits only, no sign, no spaces.
+pub fn parse_u64(token: &[u8]) -> Option<u64> {
+    if token.is_empty() || token.len() > 19 || !token.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = token.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?
+            .checked_add(u64::from(d.wrapping_sub(b'0')))
+    })?;
+    (v <= MAX_PARAM).then_some(v)
+}
+
+/// A count ≥ 1.
+///
+/// # Errors
+/// `ERR <what> must be a positive integer`.
+pub fn positive(token: &[u8], what: &'static str) -> Result<u64, RlError> {
+    match parse_u64(token) {
+        Some(v) if v >= 1 => Ok(v),
+        _ => Err(RlError::NotPositive(what)),
+    }
+}
+
+/// A count ≥ 0.
+///
+/// # Errors
+/// `ERR <what> must be a non-negative integer`.
+pub fn non_negative(token: &[u8], what: &'static str) -> Result<u64, RlError> {
+    parse_u64(token).ok_or(RlError::NotNonNegative(what))
+}
+
+/// A duration: a positive integer of milliseconds, or with a unit `ms`, `s`, `m`, `h`, `d`
+/// (case-insensitive). Returned in µs.
+///
+/// # Errors
+/// `ERR invalid duration '<token>' for <what>`, also when it overflows.
+pub fn duration(token: &[u8], what: &'static str) -> Result<Micros, RlError> {
+    let invalid = || RlError::InvalidDuration(quote(token), what);
+    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
+    let (number, unit) = token.split_at(digits);
+    let ms_per_unit: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"ms" => 1,
+        b"s" => 1_000,
+        b"m" => 60_000,
+        b"h" => 3_600_000,
+        b"d" => 86_400_000,
+        _ => return Err(invalid()),
+    };
+    let n = parse_u64(number).filter(|&n| n >= 1).ok_or_else(invalid)?;
+    n.checked_mul(ms_per_unit)
+        .and_then(|ms| ms.checked_mul(US_PER_MS))
+        .filter(|&us| us <= MAX_PARAM)
+        .ok_or_else(invalid)
+}
+
+/// An `AT` time: Unix milliseconds with an optional fraction (`1700000000123.456`), in µs.
+/// Digits past the microsecond are dropped.
+///
+/// # Errors
+/// `ERR invalid time '<token>' for AT, expected unix milliseconds`.
+pub fn at_time(token: &[u8]) -> Result<Micros, RlError> {
+    let invalid = || RlError::InvalidTime(quote(token));
+    let (whole, frac) = match token.iter().position(|&b| b == b'.') {
+        Some(dot) => {
+            let (w, f) = token.split_at(dot);
+            (w, f.get(1..).unwrap_or_default())
+        }
+        None => (token, &b""[..]),
+    };
+    let ms = parse_u64(whole).ok_or_else(invalid)?;
+    if token.len() > 64
+        || !frac.iter().all(u8::is_ascii_digit)
+        || (frac.is_empty() && whole.len() != token.len())
+    {
+        return Err(invalid());
+    }
+    let mut us_part: u64 = 0;
+    for i in 0..3 {
+        let d = frac.get(i).map_or(0, |d| u64::from(d.wrapping_sub(b'0')));
+        us_part = us_part.saturating_mul(10).saturating_add(d);
+    }
+    ms.checked_mul(US_PER_MS)
+        .and_then(|us| us.checked_add(us_part))
+        .filter(|&us| us <= MAX_TIME)
+        .ok_or_else(invalid)
+}
+
+/// Render a time for `AT`, exact to the microsecond.
+pub fn format_at(us: Micros) -> String {
+    format!("{}.{:03}", us / US_PER_MS, us % US_PER_MS)
+}
+
+/// The shared options of every limiter command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub cost: u64,
+    pub peek: bool,
+    pub best_effort: bool,
+    pub dedup: Option<DedupId>,
+    pub at: Option<Micros>,
+    /// Where the `AT` token stood in the arguments (replication replaces it).
+    pub at_index: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cost: 1,
+            peek: false,
+            best_effort: false,
+            dedup: None,
+            at: None,
+            at_index: None,
+        }
+    }
+}
+
+impl Options {
+    /// Parse options until the arguments end. `extra` may consume an algorithm's own option
+    /// (given the upper-cased token); it returns `Ok(false)` for a token it does not know.
+    ///
+    /// # Errors
+    /// Unknown or duplicated options, missing or invalid values.
+    pub fn parse<'a>(
+        args: &mut Args<'a>,
+        mut extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
+    ) -> Result<Options, RlError> {
+        let mut o = Options::default();
+        let mut seen_cost = false;
+        while let Some(token) = args.next() {
+            let index = args.index().saturating_sub(1);
+            let upper = token.to_ascii_uppercase();
+            match upper.as_slice() {
+                b"COST" => {
+                    once(&mut seen_cost, "COST")?;
+                    o.cost = non_negative(args.value_of("COST")?, "COST")?;
+                }
+                b"PEEK" => once(&mut o.peek, "PEEK")?,
+                b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
+                b"DEDUP" => {
+                    if o.dedup.is_some() {
+                        return Err(RlError::Duplicate("DEDUP"));
+                    }
+                    let id = args.value_of("DEDUP")?;
+                    if id.len() > MAX_ID_LEN {
+                        return Err(RlError::IdTooLong);
+                    }
+                    o.dedup = Some(DedupId::of(id));
+                }
+                b"AT" => {
+                    if o.at.is_some() {
+                        return Err(RlError::Duplicate("AT"));
+                    }
+                    o.at = Some(at_time(args.value_of("AT")?)?);
+                    o.at_index = Some(index);
+                }
+                _ => {
+                    if !extra(&upper, args)? {
+                        return Err(RlError::UnknownOption(quote(token)));
+                    }
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// The core request at evaluation time `now`.
+    pub fn request(&self, now: Micros) -> Request {
+        Request {
+            cost: self.cost,
+            peek: self.peek,
+            best_effort: self.best_effort,
+            dedup: self.dedup,
+            now,
+        }
+    }
+}
+
+/// Mark a flag option as seen, refusing a second time.
+///
+/// # Errors
+/// [`RlError::Duplicate`].
+pub fn once(seen: &mut bool, opt: &'static str) -> Result<(), RlError> {
+    if *seen {
+        return Err(RlError::Duplicate(opt));
+    }
+    *seen = true;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"9223372036854775807"), Some(i64::MAX as u64));
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1.0",
+            b"9223372036854775808",
+            b"99999999999999999999",
+            b"abc",
+        ] {
+            assert_eq!(parse_u64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn durations_take_units() {
+        #[rustfmt::skip]
+        let cases: &[(&[u8], Option<u64>)] = &[
+            // token        µs
+            (b"1500",       Some(1_500_000)),
+            (b"1500ms",     Some(1_500_000)),
+            (b"30s",        Some(30_000_000)),
+            (b"30S",        Some(30_000_000)),
+            (b"1m",         Some(60_000_000)),
+            (b"24h",        Some(86_400_000_000)),
+            (b"1d",         Some(86_400_000_000)),
+            (b"0",          None),
+            (b"0s",         None),
+            (b"s",          None),
+            (b"1.5s",       None),
+            (b"-1s",        None),
+            (b"1w",         None),
+            (b"1ss",        None),
+            (b"abc",        None),
+            (b"9223372036854775807d", None),
+        ];
+        for (token, want) in cases {
+            let got = duration(token, "window").ok();
+            assert_eq!(got, *want, "{}", String::from_utf8_lossy(token));
+        }
+        assert_eq!(
+            duration(b"abc", "window").unwrap_err().to_string(),
+            "ERR invalid duration 'abc' for window"
+        );
+    }
+
+    #[test]
+    fn at_accepts_microsecond_fractions() {
+        assert_eq!(at_time(b"1700000000123").unwrap(), 1_700_000_000_123_000);
+        assert_eq!(
+            at_time(b"1700000000123.456").unwrap(),
+            1_700_000_000_123_456
+        );
+        assert_eq!(at_time(b"1700000000123.4").unwrap(), 1_700_000_000_123_400);
+        assert_eq!(
+            at_time(b"1700000000123.4569").unwrap(),
+            1_700_000_000_123_456
+        );
+        for bad in [
+            &b"1."[..],
+            b".5",
+            b"x",
+            b"1.x",
+            b"-5",
+            b"1e3",
+            b"253402300800000",
+        ] {
+            assert!(at_time(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(format_at(1_700_000_000_123_045), "1700000000123.045");
+        assert_eq!(
+            at_time(format_at(1_700_000_000_123_045).as_bytes()).unwrap(),
+            1_700_000_000_123_045
+        );
+    }
+
+    #[test]
+    fn options_parse_in_any_order_and_case() {
+        let items: Vec<&[u8]> = vec![
+            b"peek",
+            b"Cost",
+            b"5",
+            b"AT",
+            b"1000",
+            b"besteffort",
+            b"dedup",
+            b"x",
+        ];
+        let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
+        assert_eq!(o.cost, 5);
+        assert!(o.peek && o.best_effort);
+        assert_eq!(o.at, Some(1_000_000));
+        assert_eq!(o.at_index, Some(3));
+        assert_eq!(o.dedup, Some(DedupId::of(b"x")));
+    }
+
+    #[test]
+    fn options_errors_are_redis_style() {
+        let err = |items: &[&[u8]]| {
+            Options::parse(&mut Args::new(items), |_, _| Ok(false))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(err(&[b"COST"]), "ERR syntax error, COST needs a value");
+        assert_eq!(err(&[b"FOO"]), "ERR unknown option 'FOO'");
+        assert_eq!(
+            err(&[b"PEEK", b"peek"]),
+            "ERR syntax error, PEEK given more than once"
+        );
+        assert_eq!(
+            err(&[b"COST", b"-1"]),
+            "ERR COST must be a non-negative integer"
+        );
+        assert_eq!(
+            err(&[b"DEDUP", &[b'x'; 257]]),
+            "ERR DEDUP id must be at most 256 bytes"
+        );
+        assert_eq!(
+            err(&[b"AT", b"soon"]),
+            "ERR invalid time 'soon' for AT, expected unix milliseconds"
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! What `COMMAND INFO` and `COMMAND DOCS` say of each command: arity, key specs, summary,
+//! complexity and arguments. Pure data; `ffi::cmdinfo` hands it to the server at load.
+
+use std::ffi::CStr;
+
+/// How a command uses its key(s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// One key at argument 1, read and updated (RW UPDATE).
+    Update,
+    /// One key at argument 1, only read (RO ACCESS).
+    Read,
+    /// One key at argument 1, overwritten without being read (OW).
+    Overwrite,
+}
+
+/// An argument's type, as COMMAND DOCS names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgType {
+    Key,
+    Integer,
+    String,
+    UnixTime,
+    PureToken,
+}
+
+/// One argument.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: ArgType,
+    /// The option keyword that introduces it (`COST`), if any.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+}
+
+/// One command.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    /// Redis arity: exact when positive, minimum when negative (the name counts).
+    pub arity: i32,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    pub keys: Keys,
+    /// The positional arguments and the command's own options.
+    pub args: &'static [ArgDoc],
+    /// Whether the shared limiter options follow.
+    pub shared_options: bool,
+}
+
+/// Version the commands appeared in.
+pub const SINCE: &CStr = c"0.1.0";
+
+const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
+    ArgDoc {
+        name,
+        kind,
+        token: None,
+        optional: false,
+    }
+}
+
+const fn opt(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc {
+    ArgDoc {
+        name,
+        kind,
+        token: Some(token),
+        optional: true,
+    }
+}
+
+/// The options every limiter command takes.
+pub const SHARED_OPTIONS: &[ArgDoc] = &[
+    opt(c"cost", ArgType::Integer, c"COST"),
+    opt(c"peek", ArgType::PureToken, c"PEEK"),
+    opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+    opt(c"id", ArgType::String, c"DEDUP"),
+    opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+];
+
+const KEY: ArgDoc = arg(c"key", ArgType::Key);
+
+/// Every command the module registers, internal ones included.
+pub const COMMANDS: &[CommandDoc] = &[
+    CommandDoc {
+        name: c"rl.gcra",
+        arity: -5,
+        summary: c"Rate-limit with the generic cell rate algorithm: burst units at once, rate units per period sustained",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"burst", ArgType::Integer),
+            arg(c"rate", ArgType::Integer),
+            arg(c"period", ArgType::String),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
+        name: c"rl.tokenbucket",
+        arity: -5,
+        summary: c"Rate-limit with a token bucket of capacity tokens refilled continuously at refill per period",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"capacity", ArgType::Integer),
+            arg(c"refill", ArgType::Integer),
+            arg(c"period", ArgType::String),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
+        name: c"rl.leakybucket",
+        arity: -5,
+        summary: c"Rate-limit with a leaky bucket (a FIFO queue with constant outflow); a granted call's retry_after_ms is its queue delay",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"capacity", ArgType::Integer),
+            arg(c"rate", ArgType::Integer),
+            arg(c"period", ArgType::String),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
+        name: c"cl.throttle",
+        arity: -5,
+        summary: c"redis-cell compatible GCRA rate limiting",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"max_burst", ArgType::Integer),
+            arg(c"count_per_period", ArgType::Integer),
+            arg(c"period_seconds", ArgType::Integer),
+            ArgDoc {
+                name: c"quantity",
+                kind: ArgType::Integer,
+                token: None,
+                optional: true,
+            },
+        ],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl.info",
+        arity: 2,
+        summary: c"Describe a limiter key: algorithm, parameters, current state and TTL",
+        complexity: c"O(1)",
+        keys: Keys::Read,
+        args: &[KEY],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl._restore",
+        arity: -3,
+        summary: c"Internal: recreate a limiter from its encoded state (AOF rewrite)",
+        complexity: c"O(N) where N is the size of the payload",
+        keys: Keys::Overwrite,
+        args: &[
+            KEY,
+            arg(c"payload", ArgType::String),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"PXAT"),
+        ],
+        shared_options: false,
+    },
+];

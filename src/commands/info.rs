@@ -1,0 +1,50 @@
+//! RL.INFO key: describe any limiter key without changing it.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::{decision_fields, is_resp3};
+use crate::error::RlError;
+use crate::ffi::clock::server_now;
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::reply;
+
+/// RL.INFO key
+///
+/// Replies `algorithm`, the stored parameters, the limiter reply at the current time (as if
+/// `PEEK COST 0`), the number of remembered `DEDUP` ids and `ttl_ms`; a flat array under RESP2,
+/// a map under RESP3; nil for a missing key.
+///
+/// # Errors
+/// Arity, WRONGTYPE for a key of another type.
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 2 {
+        return Err(RlError::Arity.into());
+    }
+    let name = args.get(1).ok_or(RlError::Arity)?;
+    let mut key = LimiterKey::open_read(ctx, name);
+    let ttl_ms = key.ttl_ms();
+    let state = match key.holding() {
+        Holding::Empty => return Ok(RedisValue::Null),
+        Holding::Other => return Err(RlError::WrongType.into()),
+        Holding::Limiter(state) => state,
+    };
+    let decision = state.peek(server_now()).map_err(RlError::from)?;
+    let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(12);
+    fields.push((
+        "algorithm",
+        RedisValue::SimpleStringStatic(state.kind().name()),
+    ));
+    for (param, value) in state.describe() {
+        fields.push((
+            param,
+            RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
+        ));
+    }
+    fields.extend(decision_fields(&decision));
+    fields.push((
+        "dedup_ids",
+        RedisValue::Integer(i64::try_from(state.dedup.len()).unwrap_or(i64::MAX)),
+    ));
+    fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
+    Ok(reply::fields(ctx, is_resp3(ctx), true, fields))
+}

@@ -1,0 +1,42 @@
+//! RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+
+use redis_module::{Context, RedisResult, RedisString};
+
+use crate::commands::args::{Args, Options, duration, positive};
+use crate::commands::{LimiterCommand, Parsed};
+use crate::core::gcra::GcraParams;
+use crate::core::leaky_bucket::LeakyBucket;
+use crate::error::RlError;
+use crate::stats::{self, CommandStats};
+
+/// RL.LEAKYBUCKET.
+pub struct LeakyBucketCommand;
+
+impl LimiterCommand for LeakyBucketCommand {
+    type Algo = LeakyBucket;
+    const NAME: &'static str = "rl.leakybucket";
+
+    fn stats() -> &'static CommandStats {
+        &stats::LEAKYBUCKET
+    }
+
+    fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let _key = args.required()?;
+        let capacity = positive(args.required()?, "capacity")?;
+        let rate = positive(args.required()?, "rate")?;
+        let period = duration(args.required()?, "period")?;
+        let params = GcraParams::new(capacity, rate, period)?;
+        let opts = Options::parse(&mut args, |_, _| Ok(false))?;
+        Ok(Parsed { params, opts })
+    }
+}
+
+/// RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+///
+/// # Errors
+/// As [`crate::commands::run`].
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    crate::commands::run::<LeakyBucketCommand>(ctx, args)
+}

@@ -1,0 +1,152 @@
+//! Thin, safe glue: bytes → typed request → core → write, replicate, notify → reply.
+//!
+//! Every limiter command is a [`LimiterCommand`]: it parses its arguments and names its
+//! algorithm; [`run`] does the rest the same way for all of them.
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+pub mod args;
+pub mod docs;
+pub mod gcra;
+pub mod info;
+pub mod leaky_bucket;
+pub mod restore;
+pub mod throttle;
+pub mod token_bucket;
+
+use redis_module::{Context, ContextFlags, NotifyEvent, RedisResult, RedisString, RedisValue};
+
+use crate::commands::args::{Options, format_at};
+use crate::config;
+use crate::core::Micros;
+use crate::core::limiter::{self, Algorithm, Decision, Verdict, Write};
+use crate::core::time::expiry_ms;
+use crate::error::RlError;
+use crate::ffi::clock::server_now;
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::reply;
+use crate::stats::CommandStats;
+
+/// A command's parsed arguments: the algorithm's parameters and the shared options.
+#[derive(Debug, Clone)]
+pub struct Parsed<P> {
+    pub params: P,
+    pub opts: Options,
+}
+
+/// A limiter command: how it parses, which algorithm it runs, how it replies and replicates.
+pub trait LimiterCommand {
+    /// The algorithm behind the command.
+    type Algo: Algorithm;
+
+    /// The registered (lower-case) name, also the keyspace event name.
+    const NAME: &'static str;
+
+    /// The command's counters.
+    fn stats() -> &'static CommandStats;
+
+    /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
+    ///
+    /// # Errors
+    /// Any argument error, worded for the client.
+    fn parse(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError>;
+
+    /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
+    /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
+    /// depends on the master's clock). O(1) bytes whatever the state's size.
+    fn replicate(ctx: &Context, args: &[&[u8]], opts: &Options, now: Micros) {
+        let at = format_at(now);
+        let skip = opts.at_index;
+        let mut out: Vec<&[u8]> = Vec::with_capacity(args.len().saturating_add(2));
+        for (i, arg) in args.iter().enumerate().skip(1) {
+            let is_at = skip.is_some_and(|s| i == s || i == s.saturating_add(1));
+            if !is_at {
+                out.push(arg);
+            }
+        }
+        out.push(b"AT");
+        out.push(at.as_bytes());
+        ctx.replicate(Self::NAME, out.as_slice());
+    }
+
+    /// The reply to send for `decision` (`verdict` has the exact, unrounded values).
+    fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) -> RedisValue {
+        limiter_reply(ctx, decision)
+    }
+}
+
+/// Does the calling client speak RESP3?
+pub fn is_resp3(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
+}
+
+/// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
+pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
+    reply::fields(ctx, is_resp3(ctx), false, decision_fields(d))
+}
+
+/// The limiter reply's names and values, in order.
+pub fn decision_fields(d: &Decision) -> Vec<(&'static str, RedisValue)> {
+    vec![
+        ("granted", RedisValue::Integer(d.granted)),
+        ("limit", RedisValue::Integer(d.limit)),
+        ("remaining", RedisValue::Integer(d.remaining)),
+        ("retry_after_ms", RedisValue::Integer(d.retry_after_ms)),
+        ("reset_after_ms", RedisValue::Integer(d.reset_after_ms)),
+    ]
+}
+
+/// The shared flow of every limiter command.
+///
+/// # Errors
+/// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
+pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let parsed = C::parse(&bytes)?;
+    let key_name = args.get(1).ok_or(RlError::Arity)?;
+    // The clock is read once per command; `AT` replaces it.
+    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let req = parsed.opts.request(now);
+
+    let mut key = LimiterKey::open(ctx, key_name);
+    let existing = match key.holding() {
+        Holding::Empty => None,
+        Holding::Limiter(state) => Some(state),
+        Holding::Other => return Err(RlError::WrongType.into()),
+    };
+    let outcome = limiter::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
+        .map_err(RlError::from)?;
+    let wrote = match outcome.write {
+        Write::None => false,
+        Write::Updated => true,
+        Write::Created(state) => {
+            key.set(state)?;
+            true
+        }
+    };
+    if wrote {
+        key.set_expire_at(expiry_ms(outcome.expires_at));
+        drop(key);
+        C::replicate(ctx, &bytes, &parsed.opts, now);
+        ctx.notify_keyspace_event(NotifyEvent::MODULE, C::NAME, key_name);
+    }
+    let d = &outcome.decision;
+    C::stats().record(d.granted > 0 || req.cost == 0);
+    Ok(C::reply(ctx, d, &outcome.verdict))
+}

@@ -1,0 +1,50 @@
+//! RL._RESTORE key payload [PXAT ms]: recreate a limiter from its encoded state.
+//!
+//! AOF rewrite writes one per key (with `aof-use-rdb-preamble no`; Redis appends the key's
+//! `PEXPIREAT` itself). Like RESTORE, it is open to clients: the payload is validated, and a bad
+//! one is refused without touching the key.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::args::{Args, parse_u64};
+use crate::core::codec;
+use crate::error::RlError;
+use crate::ffi::key::{Holding, LimiterKey};
+
+/// RL._RESTORE key payload [PXAT ms]
+///
+/// # Errors
+/// Arity, a bad payload or PXAT, WRONGTYPE for a key of a non-module type.
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let mut a = Args::new(&bytes);
+    let _name = a.required()?;
+    let _key = a.required()?;
+    let payload = a.required()?;
+    let expire_at = match a.next() {
+        None => None,
+        Some(opt) if opt.eq_ignore_ascii_case(b"PXAT") => {
+            let ms = a.value_of("PXAT")?;
+            Some(parse_u64(ms).ok_or(RlError::NotNonNegative("PXAT"))?)
+        }
+        Some(other) => {
+            return Err(RlError::UnknownOption(crate::commands::args::quote(other)).into());
+        }
+    };
+    if a.next().is_some() {
+        return Err(RlError::Syntax("too many arguments").into());
+    }
+    let state = codec::decode(payload).ok_or(RlError::Payload)?;
+    let name = args.get(1).ok_or(RlError::Arity)?;
+    let mut key = LimiterKey::open(ctx, name);
+    if let Holding::Other = key.holding() {
+        return Err(RlError::WrongType.into());
+    }
+    key.set(state)?;
+    if let Some(ms) = expire_at {
+        key.set_expire_at(i64::try_from(ms).unwrap_or(i64::MAX));
+    }
+    drop(key);
+    ctx.replicate_verbatim();
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}

@@ -1,0 +1,103 @@
+//! Every error a command can reply, worded as Redis words its own (`ERR <lowercase phrase>`).
+//!
+//! `RlError` deliberately does not implement `std::error::Error`: redis-module converts any such
+//! type into `ERR {Display}` through a blanket impl, which would clash with the explicit
+//! conversion below.
+
+use std::fmt;
+
+use redis_module::RedisError;
+
+use crate::core::{CoreError, Kind};
+
+/// A command failure, rendered as one Redis error line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RlError {
+    /// Wrong number of arguments: Redis's own message naming the command.
+    Arity,
+    /// A key of a non-module type: Redis's own WRONGTYPE message.
+    WrongType,
+    /// A key holding another algorithm.
+    WrongKind { held: Kind, wanted: &'static str },
+    /// A count that must be ≥ 1 (names the argument).
+    NotPositive(&'static str),
+    /// A count that must be ≥ 0 (names the argument).
+    NotNonNegative(&'static str),
+    /// A duration that is not `<n>[ms|s|m|h|d]` with n ≥ 1 (the token, the argument).
+    InvalidDuration(String, &'static str),
+    /// An `AT` that is not a Unix time in ms.
+    InvalidTime(String),
+    /// A token that is no option of this command.
+    UnknownOption(String),
+    /// An option at the end with no value.
+    NeedsValue(&'static str),
+    /// An option given twice.
+    Duplicate(&'static str),
+    /// A free-form syntax error (the text after `ERR syntax error, `).
+    Syntax(&'static str),
+    /// A `DEDUP` id longer than the maximum.
+    IdTooLong,
+    /// Parameters too large to compute with.
+    Overflow,
+    /// An `RL._RESTORE` payload that does not decode.
+    Payload,
+}
+
+impl fmt::Display for RlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RlError::Arity => write!(f, "ERR wrong number of arguments"),
+            RlError::WrongType => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            ),
+            RlError::WrongKind { held, wanted } => write!(
+                f,
+                "WRONGTYPE key holds a {} limiter, not {}",
+                held.command(),
+                wanted
+            ),
+            RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
+            RlError::NotNonNegative(what) => {
+                write!(f, "ERR {what} must be a non-negative integer")
+            }
+            RlError::InvalidDuration(token, what) => {
+                write!(f, "ERR invalid duration '{token}' for {what}")
+            }
+            RlError::InvalidTime(token) => write!(
+                f,
+                "ERR invalid time '{token}' for AT, expected unix milliseconds"
+            ),
+            RlError::UnknownOption(token) => write!(f, "ERR unknown option '{token}'"),
+            RlError::NeedsValue(opt) => write!(f, "ERR syntax error, {opt} needs a value"),
+            RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
+            RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
+            RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
+            RlError::Overflow => write!(f, "ERR parameters too large"),
+            RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
+        }
+    }
+}
+
+impl From<RlError> for RedisError {
+    fn from(e: RlError) -> Self {
+        match e {
+            RlError::Arity => RedisError::WrongArity,
+            RlError::WrongType => RedisError::WrongType,
+            other => RedisError::String(other.to_string()),
+        }
+    }
+}
+
+impl From<CoreError> for RlError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::WrongKind { held, wanted } => RlError::WrongKind {
+                held,
+                wanted: wanted.command(),
+            },
+            CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::Overflow => RlError::Overflow,
+        }
+    }
+}

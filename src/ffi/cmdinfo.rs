@@ -1,0 +1,106 @@
+//! Hands `commands::docs` to the server with `RedisModule_SetCommandInfo`, which gives Redis 7.0+
+//! exact arity, key specs (so cluster routing and `COMMAND GETKEYS` work) and `COMMAND DOCS`.
+//!
+//! The legacy command table of `redis_module!` registers the commands (the `#[command]` macro
+//! needs a 7.2 API); this adds what that table cannot say.
+
+use std::mem::size_of;
+use std::os::raw::c_int;
+
+use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags, get_redis_key_spec};
+use redis_module::{Context, raw};
+
+use crate::commands::docs::{ArgDoc, ArgType, CommandDoc, Keys, SHARED_OPTIONS, SINCE};
+
+fn arg_type(kind: ArgType) -> raw::RedisModuleCommandArgType {
+    match kind {
+        ArgType::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+        ArgType::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ArgType::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+        ArgType::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+        ArgType::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+    }
+}
+
+fn raw_arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
+    // SAFETY: the struct is plain C data for which all-zero is the documented "unset" value.
+    let mut r: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+    r.name = a.name.as_ptr();
+    r.type_ = arg_type(a.kind);
+    r.key_spec_index = if a.kind == ArgType::Key { 0 } else { -1 };
+    r.token = a.token.map_or(std::ptr::null(), |t| t.as_ptr());
+    r.flags = if a.optional {
+        raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+    } else {
+        raw::REDISMODULE_CMD_ARG_NONE as c_int
+    };
+    r
+}
+
+fn key_spec(keys: Keys) -> KeySpec {
+    let flags = match keys {
+        Keys::Update => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
+        Keys::Read => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
+        Keys::Overwrite => KeySpecFlags::OVERWRITE,
+    };
+    KeySpec::new(
+        None,
+        flags,
+        BeginSearch::new_index(1),
+        FindKeys::new_range(0, 1, 0),
+    )
+}
+
+/// Apply `doc` to its registered command.
+///
+/// # Errors
+/// A message naming the command if the server refused.
+pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), String> {
+    let fail = |what: &str| format!("{}: {what}", doc.name.to_string_lossy());
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let get_command = unsafe { raw::RedisModule_GetCommand };
+    // SAFETY: as above.
+    let set_info = unsafe { raw::RedisModule_SetCommandInfo };
+    let (Some(get_command), Some(set_info)) = (get_command, set_info) else {
+        // Servers older than 7.0 have no command info; the commands still work.
+        return Ok(());
+    };
+    // SAFETY: called from OnLoad with the module's context; the name is NUL-terminated.
+    let cmd = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    if cmd.is_null() {
+        return Err(fail("not registered"));
+    }
+    let mut specs = get_redis_key_spec(vec![key_spec(doc.keys)]);
+    let extra: &[ArgDoc] = if doc.shared_options {
+        SHARED_OPTIONS
+    } else {
+        &[]
+    };
+    let mut args: Vec<raw::RedisModuleCommandArg> =
+        doc.args.iter().chain(extra).map(raw_arg).collect();
+    // SAFETY: as in `raw_arg`: the zeroed entry terminates the array.
+    args.push(unsafe { std::mem::zeroed() });
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
+    };
+    // SAFETY: plain C data; all-zero means "not given" for every field.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    info.version = &version;
+    info.summary = doc.summary.as_ptr();
+    info.complexity = doc.complexity.as_ptr();
+    info.since = SINCE.as_ptr();
+    info.arity = doc.arity;
+    info.key_specs = specs.as_mut_ptr();
+    info.args = args.as_mut_ptr();
+    // SAFETY: `cmd` is our registered command; every pointer in `info` is alive for the call
+    // (Redis copies what it keeps).
+    let rc = unsafe { set_info(cmd, &info) };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(fail("SetCommandInfo refused the command info"))
+    }
+}

@@ -1,0 +1,137 @@
+//! `LimiterKey`: an open key, RAII-closed, with the typed access the commands need that
+//! redis-module 2.0.8 does not wrap (module-type values, absolute expiry).
+
+use std::os::raw::c_int;
+
+use redis_module::{Context, RedisString, raw};
+
+use crate::core::LimiterState;
+use crate::error::RlError;
+use crate::ffi::datatype::{into_raw, raw_type};
+
+/// What a key holds, as far as the limiter commands care.
+pub enum Holding<'a> {
+    /// Nothing.
+    Empty,
+    /// One of our limiters.
+    Limiter(&'a mut LimiterState),
+    /// Any other type (Redis's own WRONGTYPE).
+    Other,
+}
+
+/// An open key; closed on drop.
+pub struct LimiterKey {
+    key: *mut raw::RedisModuleKey,
+}
+
+impl LimiterKey {
+    /// Open `name` for reading and writing.
+    pub fn open(ctx: &Context, name: &RedisString) -> Self {
+        LimiterKey {
+            key: raw::open_key(
+                ctx.ctx,
+                name.inner,
+                raw::KeyMode::READ | raw::KeyMode::WRITE,
+            ),
+        }
+    }
+
+    /// Open `name` read-only (does not touch the key's LRU as a write would).
+    pub fn open_read(ctx: &Context, name: &RedisString) -> Self {
+        LimiterKey {
+            key: raw::open_key(ctx.ctx, name.inner, raw::KeyMode::READ),
+        }
+    }
+
+    fn key_type(&self) -> c_int {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let f = unsafe { raw::RedisModule_KeyType };
+        match f {
+            // SAFETY: `self.key` is an open key (or NULL, which KeyType treats as empty).
+            Some(f) => unsafe { f(self.key) },
+            None => raw::REDISMODULE_KEYTYPE_EMPTY as c_int,
+        }
+    }
+
+    /// What the key holds. The borrow lives as long as this handle.
+    pub fn holding(&mut self) -> Holding<'_> {
+        let t = self.key_type();
+        if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            return Holding::Empty;
+        }
+        if t != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
+            return Holding::Other;
+        }
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let get_type = unsafe { raw::RedisModule_ModuleTypeGetType };
+        // SAFETY: as above.
+        let get_value = unsafe { raw::RedisModule_ModuleTypeGetValue };
+        let (Some(get_type), Some(get_value)) = (get_type, get_value) else {
+            return Holding::Other;
+        };
+        // SAFETY: `self.key` is an open module key.
+        if unsafe { get_type(self.key) } != raw_type() {
+            return Holding::Other;
+        }
+        // SAFETY: as above; the value belongs to our type.
+        let value = unsafe { get_value(self.key) };
+        if value.is_null() {
+            return Holding::Other;
+        }
+        // SAFETY: the value was made by `into_raw` (it has our type), and the `&mut self`
+        // borrow keeps any other access through this handle away while it lives.
+        Holding::Limiter(unsafe { crate::ffi::datatype::from_raw(value) })
+    }
+
+    /// Store `state` as the key's value (the key must be empty or hold our type).
+    ///
+    /// # Errors
+    /// [`RlError::WrongType`] if Redis refused (it does not for a key opened for writing that
+    /// is empty or holds our type).
+    pub fn set(&mut self, state: LimiterState) -> Result<(), RlError> {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let Some(set) = (unsafe { raw::RedisModule_ModuleTypeSetValue }) else {
+            return Err(RlError::WrongType);
+        };
+        let value = into_raw(state);
+        // SAFETY: `self.key` is open for writing; Redis takes ownership of `value`.
+        let rc = unsafe { set(self.key, raw_type(), value) };
+        if rc == raw::REDISMODULE_OK as c_int {
+            Ok(())
+        } else {
+            // SAFETY: Redis did not take the value; reclaim it.
+            drop(unsafe { Box::from_raw(value.cast::<LimiterState>()) });
+            Err(RlError::WrongType)
+        }
+    }
+
+    /// Set the absolute expiry, in Unix ms.
+    pub fn set_expire_at(&mut self, at_ms: i64) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(f) = unsafe { raw::RedisModule_SetAbsExpire } {
+            // SAFETY: `self.key` is open for writing and not empty.
+            unsafe { f(self.key, at_ms) };
+        }
+    }
+
+    /// Time to live in ms, or -1 without expiry (-2 when missing).
+    pub fn ttl_ms(&self) -> i64 {
+        if self.key_type() == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            return -2;
+        }
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        match unsafe { raw::RedisModule_GetExpire } {
+            // SAFETY: `self.key` is an open key.
+            Some(f) => unsafe { f(self.key) },
+            None => -1,
+        }
+    }
+}
+
+impl Drop for LimiterKey {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            raw::close_key(self.key);
+        }
+    }
+}

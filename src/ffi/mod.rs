@@ -1,0 +1,11 @@
+//! The only place with `unsafe` and raw module API calls.
+//!
+//! Every unsafe block does one operation and says why it is sound in a `// SAFETY:` line. Every
+//! `extern "C"` callback casts pointers and calls into safe code. The rest of the crate sees
+//! safe functions and RAII handles.
+
+pub mod clock;
+pub mod cmdinfo;
+pub mod datatype;
+pub mod key;
+pub mod reply;

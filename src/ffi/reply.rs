@@ -1,0 +1,32 @@
+//! Replies whose shape depends on the protocol: a RESP3 map with fields in a fixed order (the
+//! crate's map replies come from hash maps, in no useful order) or a RESP2 array.
+
+use std::os::raw::{c_char, c_long};
+
+use redis_module::{Context, RedisValue, raw};
+
+/// Reply with `fields` as a map under RESP3. Under RESP2: the values alone when `flat_keys` is
+/// false (the limiter reply), or alternating names and values when it is true (RL.INFO).
+/// Returns `NoReply`, to be returned by the command.
+pub fn fields(
+    ctx: &Context,
+    resp3: bool,
+    flat_keys: bool,
+    fields: Vec<(&'static str, RedisValue)>,
+) -> RedisValue {
+    let len = c_long::try_from(fields.len()).unwrap_or(0);
+    if resp3 {
+        raw::reply_with_map(ctx.ctx, len);
+    } else if flat_keys {
+        raw::reply_with_array(ctx.ctx, len.saturating_mul(2));
+    } else {
+        raw::reply_with_array(ctx.ctx, len);
+    }
+    for (name, value) in fields {
+        if resp3 || flat_keys {
+            raw::reply_with_string_buffer(ctx.ctx, name.as_ptr().cast::<c_char>(), name.len());
+        }
+        ctx.reply(Ok(value));
+    }
+    RedisValue::NoReply
+}

@@ -1,0 +1,65 @@
+//! redis-ratelimit: native rate-limiting commands for Redis.
+//!
+//! This file only wires the module together: its name, allocator, data type, command table,
+//! configuration and load-time setup. The algorithms live in `core` (pure), the commands in
+//! `commands` (safe glue), and every raw module API call in `ffi`.
+
+pub mod commands;
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod ffi;
+pub mod stats;
+
+use redis_module::configuration::ConfigurationFlags;
+use redis_module::{Context, RedisString, Status, redis_module};
+
+use crate::ffi::datatype::RL_TYPE;
+
+// Unit tests run without a server, so they cannot use the server's allocator.
+#[cfg(not(test))]
+type ModuleAlloc = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type ModuleAlloc = std::alloc::System;
+
+/// Load-time setup after the commands are registered: command docs and key specs, I/O error
+/// handling for diskless loads, and a panic hook that leaves a trace in the server log.
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    for doc in commands::docs::COMMANDS {
+        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
+        }
+    }
+    ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
+    std::panic::set_hook(Box::new(|info| {
+        let ctx = Context::dummy();
+        ctx.log_warning(&format!("ratelimit: panic: {info}"));
+    }));
+    Status::Ok
+}
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    allocator: (ModuleAlloc, ModuleAlloc {}),
+    data_types: [RL_TYPE],
+    init: init,
+    commands: [
+        ["rl.gcra", commands::gcra::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.tokenbucket", commands::token_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.leakybucket", commands::leaky_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.info", commands::info::run, "readonly fast", 1, 1, 1, ""],
+        ["rl._restore", commands::restore::run, "write deny-oom", 1, 1, 1, ""],
+    ],
+    configurations: [
+        i64: [
+            ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}

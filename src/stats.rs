@@ -1,0 +1,63 @@
+//! Per-command counters shown by `INFO ratelimit`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one command. Only the main thread writes them.
+#[derive(Debug)]
+pub struct CommandStats {
+    /// The command as `INFO` names it.
+    pub name: &'static str,
+    /// Calls that were evaluated (errors excluded): granted + denied.
+    pub calls: AtomicU64,
+    /// Calls that got what they asked for, in full or in part.
+    pub granted: AtomicU64,
+    /// Calls that asked for units and got none.
+    pub denied: AtomicU64,
+}
+
+impl CommandStats {
+    /// Zeroed counters for `name`.
+    pub const fn new(name: &'static str) -> Self {
+        CommandStats {
+            name,
+            calls: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+        }
+    }
+
+    /// Count one evaluated call.
+    pub fn record(&self, granted: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if granted {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.denied.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
+pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
+pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
+pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
+
+/// Every command's counters, in INFO order.
+pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &THROTTLE];
+
+/// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
+#[redis_module_macros::info_command_handler]
+fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
+    let mut section = ctx.builder().add_section("stats");
+    for s in ALL {
+        let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        section = section
+            .add_dictionary(s.name)
+            .field("calls", count(&s.calls))?
+            .field("granted", count(&s.granted))?
+            .field("denied", count(&s.denied))?
+            .build_dictionary()?;
+    }
+    section.build_section()?.build_info()?;
+    Ok(())
+}
