@@ -26,6 +26,7 @@ pub mod dedup;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
+pub mod sliding_log;
 pub mod state;
 pub mod time;
 pub mod token_bucket;

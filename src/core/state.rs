@@ -8,6 +8,7 @@ use crate::core::dedup::DedupSet;
 use crate::core::gcra::Gcra;
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision};
+use crate::core::sliding_log::SlidingLog;
 use crate::core::time::Micros;
 use crate::core::token_bucket::TokenBucket;
 use crate::core::{CoreError, codec};
@@ -20,6 +21,7 @@ pub enum Kind {
     Gcra = 1,
     TokenBucket = 2,
     LeakyBucket = 3,
+    Sliding = 5,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::Gcra => "RL.GCRA",
             Kind::TokenBucket => "RL.TOKENBUCKET",
             Kind::LeakyBucket => "RL.LEAKYBUCKET",
+            Kind::Sliding => "RL.SLIDING",
         }
     }
 
@@ -38,14 +41,20 @@ impl Kind {
             Kind::Gcra => "gcra",
             Kind::TokenBucket => "tokenbucket",
             Kind::LeakyBucket => "leakybucket",
+            Kind::Sliding => "sliding",
         }
     }
 
     /// The kind with codec tag `tag`.
     pub fn from_tag(tag: u8) -> Option<Kind> {
-        [Kind::Gcra, Kind::TokenBucket, Kind::LeakyBucket]
-            .into_iter()
-            .find(|k| *k as u8 == tag)
+        [
+            Kind::Gcra,
+            Kind::TokenBucket,
+            Kind::LeakyBucket,
+            Kind::Sliding,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == tag)
     }
 }
 
@@ -55,6 +64,7 @@ pub enum AlgoState {
     Gcra(Gcra),
     TokenBucket(TokenBucket),
     LeakyBucket(LeakyBucket),
+    Sliding(SlidingLog),
 }
 
 /// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
@@ -64,6 +74,7 @@ macro_rules! dispatch {
             AlgoState::Gcra($a) => $body,
             AlgoState::TokenBucket($a) => $body,
             AlgoState::LeakyBucket($a) => $body,
+            AlgoState::Sliding($a) => $body,
         }
     };
 }
@@ -93,6 +104,7 @@ impl LimiterState {
             AlgoState::Gcra(_) => Kind::Gcra,
             AlgoState::TokenBucket(_) => Kind::TokenBucket,
             AlgoState::LeakyBucket(_) => Kind::LeakyBucket,
+            AlgoState::Sliding(_) => Kind::Sliding,
         }
     }
 
@@ -134,6 +146,7 @@ impl LimiterState {
             Kind::Gcra => Gcra::decode(input).map(AlgoState::Gcra),
             Kind::TokenBucket => TokenBucket::decode(input).map(AlgoState::TokenBucket),
             Kind::LeakyBucket => LeakyBucket::decode(input).map(AlgoState::LeakyBucket),
+            Kind::Sliding => SlidingLog::decode(input).map(AlgoState::Sliding),
         }
     }
 }
