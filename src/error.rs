@@ -35,6 +35,8 @@ pub enum RlError {
     Duplicate(&'static str),
     /// A free-form syntax error (the text after `ERR syntax error, `).
     Syntax(&'static str),
+    /// Arguments that are each valid but do not go together (the text after `ERR `).
+    Conflict(&'static str),
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
     /// Parameters too large to compute with.
@@ -72,6 +74,7 @@ impl fmt::Display for RlError {
             RlError::NeedsValue(opt) => write!(f, "ERR syntax error, {opt} needs a value"),
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
+            RlError::Conflict(text) => write!(f, "ERR {text}"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),

@@ -126,6 +126,20 @@ pub const COMMANDS: &[CommandDoc] = &[
         shared_options: true,
     },
     CommandDoc {
+        name: c"rl.sliding",
+        arity: -4,
+        summary: c"Rate-limit with an exact sliding window log: at most limit units in any window, logged in buckets of PRECISION (default 1ms)",
+        complexity: c"O(log N) where N is the number of entries in the key's log (at most 65536); expired entries are dropped in amortized O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"limit", ArgType::Integer),
+            arg(c"window", ArgType::String),
+            opt(c"precision", ArgType::String, c"PRECISION"),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
         name: c"cl.throttle",
         arity: -5,
         summary: c"redis-cell compatible GCRA rate limiting",

@@ -27,6 +27,7 @@ pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod restore;
+pub mod sliding;
 pub mod throttle;
 pub mod token_bucket;
 

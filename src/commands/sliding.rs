@@ -1,0 +1,117 @@
+//! RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+
+use redis_module::{Context, RedisResult, RedisString};
+
+use crate::commands::args::{Args, Options, duration, once, positive};
+use crate::commands::{LimiterCommand, Parsed};
+use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
+use crate::error::RlError;
+use crate::stats::{self, CommandStats};
+
+/// RL.SLIDING.
+pub struct SlidingCommand;
+
+impl LimiterCommand for SlidingCommand {
+    type Algo = SlidingLog;
+    const NAME: &'static str = "rl.sliding";
+
+    fn stats() -> &'static CommandStats {
+        &stats::SLIDING
+    }
+
+    fn parse(items: &[&[u8]]) -> Result<Parsed<SlidingParams>, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let _key = args.required()?;
+        let limit = positive(args.required()?, "limit")?;
+        let window = duration(args.required()?, "window")?;
+        let mut precision = None;
+        let opts = Options::parse(&mut args, |token, args| {
+            if token != b"PRECISION" {
+                return Ok(false);
+            }
+            let mut seen = precision.is_some();
+            once(&mut seen, "PRECISION")?;
+            precision = Some(duration(args.value_of("PRECISION")?, "PRECISION")?);
+            Ok(true)
+        })?;
+        let precision = precision.unwrap_or(DEFAULT_PRECISION);
+        if precision > window {
+            return Err(RlError::Conflict(
+                "PRECISION must not be longer than window",
+            ));
+        }
+        let params = SlidingParams::new(limit, window, precision)?;
+        Ok(Parsed { params, opts })
+    }
+}
+
+/// RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+///
+/// # Errors
+/// As [`crate::commands::run`].
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    crate::commands::run::<SlidingCommand>(ctx, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(items: &[&str]) -> Result<Parsed<SlidingParams>, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        SlidingCommand::parse(&bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sliding_parses_positionals_and_options() {
+        let p = parse(&["rl.sliding", "k", "100", "1m"]).unwrap();
+        assert_eq!(
+            p.params,
+            SlidingParams::new(100, 60_000_000, 1_000).unwrap()
+        );
+        let p = parse(&[
+            "rl.sliding",
+            "k",
+            "10",
+            "10s",
+            "cost",
+            "3",
+            "precision",
+            "100ms",
+            "AT",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.params,
+            SlidingParams::new(10, 10_000_000, 100_000).unwrap()
+        );
+        assert_eq!(
+            (p.opts.cost, p.opts.at, p.opts.at_index),
+            (3, Some(5_000), Some(8))
+        );
+        let p = parse(&["rl.sliding", "k", "10", "1s", "PRECISION", "1s"]).unwrap();
+        assert_eq!(p.params.precision(), 1_000_000);
+    }
+
+    #[test]
+    fn sliding_parse_errors_name_the_argument() {
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.sliding", "k", "0", "1s"],                    "ERR limit must be a positive integer"),
+            (&["rl.sliding", "k", "-1", "1s"],                   "ERR limit must be a positive integer"),
+            (&["rl.sliding", "k", "10", "1.5s"],                 "ERR invalid duration '1.5s' for window"),
+            (&["rl.sliding", "k", "10", "1s", "PRECISION"],      "ERR syntax error, PRECISION needs a value"),
+            (&["rl.sliding", "k", "10", "1s", "PRECISION", "0"], "ERR invalid duration '0' for PRECISION"),
+            (&["rl.sliding", "k", "10", "1s", "PRECISION", "2s"], "ERR PRECISION must not be longer than window"),
+            (&["rl.sliding", "k", "10", "1s", "PRECISION", "1", "precision", "1"],
+                                                                 "ERR syntax error, PRECISION given more than once"),
+            (&["rl.sliding", "k", "10", "1s", "WINDOW", "1"],    "ERR unknown option 'WINDOW'"),
+            (&["rl.sliding", "k", "10"],                         "ERR wrong number of arguments"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}
