@@ -41,6 +41,10 @@ pub enum RlError {
     Overflow,
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
+    /// A stream entry (its ID) whose `count` is missing or not an integer.
+    BadStreamEntry(String),
+    /// An error the server returned for a command run on our behalf, passed on as it is.
+    Server(String),
 }
 
 impl fmt::Display for RlError {
@@ -75,6 +79,10 @@ impl fmt::Display for RlError {
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
+            RlError::BadStreamEntry(id) => {
+                write!(f, "ERR stream entry {id} has no integer 'count' field")
+            }
+            RlError::Server(text) => write!(f, "{text}"),
         }
     }
 }

@@ -41,9 +41,10 @@ pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
 pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
 pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
+pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
 
 /// Every command's counters, in INFO order.
-pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &THROTTLE];
+pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &STREAMCOUNT, &THROTTLE];
 
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
 #[redis_module_macros::info_command_handler]

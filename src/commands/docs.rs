@@ -126,6 +126,21 @@ pub const COMMANDS: &[CommandDoc] = &[
         shared_options: true,
     },
     CommandDoc {
+        name: c"rl.streamcount",
+        arity: -3,
+        summary: c"Sliding-window counter on a Redis stream (the classic Lua layout): add to the window's total, optionally under a limit",
+        complexity: c"O(N) where N is the number of entries in the window",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"window", ArgType::String),
+            opt(c"n", ArgType::Integer, c"ADD"),
+            opt(c"limit", ArgType::Integer, c"LIMIT"),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        ],
+        shared_options: false,
+    },
+    CommandDoc {
         name: c"cl.throttle",
         arity: -5,
         summary: c"redis-cell compatible GCRA rate limiting",

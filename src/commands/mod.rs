@@ -27,6 +27,7 @@ pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod restore;
+pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;
 

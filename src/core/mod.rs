@@ -27,6 +27,7 @@ pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod state;
+pub mod stream_count;
 pub mod time;
 pub mod token_bucket;
 
