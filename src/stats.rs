@@ -42,9 +42,17 @@ pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
 pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
+pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
 
 /// Every command's counters, in INFO order.
-pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &STREAMCOUNT, &THROTTLE];
+pub static ALL: &[&CommandStats] = &[
+    &GCRA,
+    &TOKENBUCKET,
+    &LEAKYBUCKET,
+    &STREAMCOUNT,
+    &ALL_LIMITERS,
+    &THROTTLE,
+];
 
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
 #[redis_module_macros::info_command_handler]

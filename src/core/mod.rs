@@ -26,6 +26,7 @@ pub mod dedup;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
+pub mod multi;
 pub mod state;
 pub mod stream_count;
 pub mod time;
