@@ -41,10 +41,20 @@ pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
 pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
 pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
+pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
+pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
 pub static SLIDING: CommandStats = CommandStats::new("rl.sliding");
 
 /// Every command's counters, in INFO order.
-pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &THROTTLE, &SLIDING];
+pub static ALL: &[&CommandStats] = &[
+    &GCRA,
+    &TOKENBUCKET,
+    &LEAKYBUCKET,
+    &SLIDING,
+    &STREAMCOUNT,
+    &ALL_LIMITERS,
+    &THROTTLE,
+];
 
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
 #[redis_module_macros::info_command_handler]

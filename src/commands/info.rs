@@ -32,7 +32,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(12);
     fields.push((
         "algorithm",
-        RedisValue::SimpleStringStatic(state.kind().name()),
+        RedisValue::BulkString(state.kind().name().to_string()),
     ));
     for (param, value) in state.describe() {
         fields.push((
@@ -46,5 +46,5 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         RedisValue::Integer(i64::try_from(state.dedup.len()).unwrap_or(i64::MAX)),
     ));
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
-    Ok(reply::fields(ctx, is_resp3(ctx), true, fields))
+    Ok(reply::fields(ctx, is_resp3(ctx), true, fields.into_iter()))
 }

@@ -1,5 +1,7 @@
 //! RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, once, positive};
@@ -14,6 +16,7 @@ pub struct SlidingCommand;
 impl LimiterCommand for SlidingCommand {
     type Algo = SlidingLog;
     const NAME: &'static str = "rl.sliding";
+    const EVENT: &'static CStr = c"rl.sliding";
 
     fn stats() -> &'static CommandStats {
         &stats::SLIDING

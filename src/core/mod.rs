@@ -26,8 +26,10 @@ pub mod dedup;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
+pub mod multi;
 pub mod sliding_log;
 pub mod state;
+pub mod stream_count;
 pub mod time;
 pub mod token_bucket;
 
