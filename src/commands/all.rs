@@ -10,6 +10,7 @@ use redis_module::{Context, RedisResult, RedisString};
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::gcra::GcraCommand;
 use crate::commands::leaky_bucket::LeakyBucketCommand;
+use crate::commands::sliding::SlidingCommand;
 use crate::commands::token_bucket::TokenBucketCommand;
 use crate::commands::{LimiterCommand, limiter_reply, replicate_with_at};
 use crate::config;
@@ -53,6 +54,13 @@ const LIMITERS: &[LimiterSyntax] = &[
         positional: 3,
         options: &[],
         parse: |a| LeakyBucketCommand::parse(a).map(|p| AnyParams::LeakyBucket(p.params)),
+    },
+    LimiterSyntax {
+        name: b"SLIDING",
+        command: b"rl.sliding",
+        positional: 2,
+        options: &[b"PRECISION"],
+        parse: |a| SlidingCommand::parse(a).map(|p| AnyParams::Sliding(p.params)),
     },
 ];
 
@@ -199,6 +207,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 mod tests {
     use super::*;
     use crate::core::gcra::GcraParams;
+    use crate::core::sliding_log::SlidingParams;
 
     fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
@@ -234,6 +243,38 @@ mod tests {
             ]
         );
         assert_eq!(p.opts.cost, 2);
+    }
+
+    #[test]
+    fn all_takes_sliding_with_its_precision() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "sliding",
+            "10",
+            "1s",
+            "PRECISION",
+            "100ms",
+            "SLIDING",
+            "1000",
+            "1h",
+            "PEEK",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::Sliding(SlidingParams::new(10, 1_000_000, 100_000).unwrap()),
+                AnyParams::Sliding(SlidingParams::new(1000, 3_600_000_000, 1_000).unwrap()),
+            ]
+        );
+        assert!(p.opts.peek);
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "sliding", "10", "1s", "PRECISION", "2s"]).unwrap_err(),
+            "ERR PRECISION must not be longer than window"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::core::CoreError;
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision, Request, Retry, Verdict};
+use crate::core::sliding_log::{SlidingLog, SlidingParams};
 use crate::core::state::{Kind, LimiterState};
 use crate::core::time::Micros;
 use crate::core::token_bucket::TokenBucket;
@@ -19,6 +20,7 @@ pub enum AnyParams {
     Gcra(GcraParams),
     TokenBucket(GcraParams),
     LeakyBucket(GcraParams),
+    Sliding(SlidingParams),
 }
 
 /// Run `$body` with `$A` the algorithm type and `$p` its parameters.
@@ -35,6 +37,10 @@ macro_rules! with_algo {
             }
             AnyParams::LeakyBucket($p) => {
                 type $A = LeakyBucket;
+                $body
+            }
+            AnyParams::Sliding($p) => {
+                type $A = SlidingLog;
                 $body
             }
         }
@@ -311,6 +317,7 @@ mod tests {
                 AnyParams::Gcra(p) => apply::<Gcra>(s.as_mut(), p, req, 10),
                 AnyParams::TokenBucket(p) => apply::<TokenBucket>(s.as_mut(), p, req, 10),
                 AnyParams::LeakyBucket(p) => apply::<LeakyBucket>(s.as_mut(), p, req, 10),
+                AnyParams::Sliding(p) => apply::<SlidingLog>(s.as_mut(), p, req, 10),
             }
             .unwrap();
             if let Write::Created(new) = out.write {
@@ -407,12 +414,18 @@ mod tests {
     }
 
     fn arb_spec() -> impl Strategy<Value = AnyParams> {
-        (0u8..3, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
+        (0u8..4, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
             let g = GcraParams::new(b, r, p).unwrap();
             match k {
                 0 => AnyParams::Gcra(g),
                 1 => AnyParams::TokenBucket(g),
-                _ => AnyParams::LeakyBucket(g),
+                2 => AnyParams::LeakyBucket(g),
+                // A window of whole ms, buckets of 1 ms or of a divisor-free r ms.
+                _ => {
+                    let window = (p / 1000 + 1) * 1000;
+                    let precision = (r * 1000).min(window);
+                    AnyParams::Sliding(SlidingParams::new(b, window, precision).unwrap())
+                }
             }
         })
     }
