@@ -253,19 +253,10 @@ impl Log {
         }
     }
 
-    /// Make this a log of one entry, reusing (a sane part of) the buffers.
+    /// Make this a log of one entry, releasing the buffers (the window has emptied: a key that
+    /// was busy does not keep its peak memory).
     fn reset(&mut self, ts: Micros, units: u64) {
-        let mut data = std::mem::take(&mut self.data);
-        let mut marks = std::mem::take(&mut self.marks);
-        data.clear();
-        marks.clear();
-        trim(&mut data, 64);
-        trim(&mut marks, 4);
-        *self = Log {
-            data,
-            marks,
-            ..Log::single(ts, units)
-        };
+        *self = Log::single(ts, units);
     }
 
     fn data_len_u32(&self) -> u32 {
@@ -593,7 +584,7 @@ impl SlidingLog {
             return Ok(());
         };
         if !log.prune(now.checked_sub(params.window)) {
-            // Everything expired: start over, reusing the buffers.
+            // Everything expired: start over.
             log.reset(bucket, granted);
             return Ok(());
         }
