@@ -225,6 +225,14 @@ impl Iterator for Scan<'_> {
     }
 }
 
+/// Make room for `extra` more items, growing by half the length rather than doubling: a log's
+/// spare capacity is at most half its size (amortized O(1) all the same).
+fn reserve<T>(v: &mut Vec<T>, extra: usize, min_step: usize) {
+    if v.capacity().saturating_sub(v.len()) < extra {
+        v.reserve_exact((v.len() / 2).max(min_step).max(extra));
+    }
+}
+
 /// Keep a buffer's spare capacity in proportion to its length.
 fn trim<T>(v: &mut Vec<T>, slack: usize) {
     if v.capacity() > v.len().saturating_mul(4).saturating_add(slack) {
@@ -395,6 +403,7 @@ impl Log {
             self.tail_ts.saturating_sub(self.last_ts) / US_PER_MS
         };
         if !first_kept && self.tail_seq.is_multiple_of(MARK_EVERY) {
+            reserve(&mut self.marks, 1, 1);
             self.marks.push(Pos {
                 offset,
                 seq: self.tail_seq,
@@ -402,6 +411,8 @@ impl Log {
                 cum: self.tail_cum,
             });
         }
+        // An entry takes at most two 10-byte varints.
+        reserve(&mut self.data, 20, 32);
         put_entry(&mut self.data, delta_ms, self.tail_units);
         self.last_ts = self.tail_ts;
         self.tail_cum = self.cum_end();
@@ -1120,7 +1131,13 @@ mod tests {
         assert_eq!(s.len(), MAX_ENTRIES as usize);
         let v = s.evaluate(&p, T0 + 200_000 * MS, 0, false).unwrap();
         assert_eq!(v.remaining, 2_000_000 - 1_000_000 - 5 * 199_999);
-        assert!(s.heap_size() < 400_000, "{}", s.heap_size());
+        // 65,536 two-byte entries, at most as many dead bytes before a compaction, spare
+        // capacity of at most half, and the marks: well under 8 bytes per entry.
+        assert!(
+            s.heap_size() < 8 * MAX_ENTRIES as usize,
+            "{}",
+            s.heap_size()
+        );
         // Deep denials on the full log: each a binary search and a short scan.
         for cost in (1..2_000_000).step_by(10_007) {
             let v = s.evaluate(&p, T0 + 200_000 * MS, cost, false).unwrap();
