@@ -27,6 +27,8 @@ pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod time;
 pub mod token_bucket;
 
