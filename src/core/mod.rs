@@ -23,6 +23,7 @@
 
 pub mod codec;
 pub mod dedup;
+pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;

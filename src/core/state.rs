@@ -5,6 +5,7 @@
 //! dispatch below; the rest of the flow is generic over [`Algorithm`].
 
 use crate::core::dedup::DedupSet;
+use crate::core::fixed_window::Fixed;
 use crate::core::gcra::Gcra;
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision};
@@ -20,6 +21,7 @@ pub enum Kind {
     Gcra = 1,
     TokenBucket = 2,
     LeakyBucket = 3,
+    Fixed = 4,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::Gcra => "RL.GCRA",
             Kind::TokenBucket => "RL.TOKENBUCKET",
             Kind::LeakyBucket => "RL.LEAKYBUCKET",
+            Kind::Fixed => "RL.FIXED",
         }
     }
 
@@ -38,14 +41,20 @@ impl Kind {
             Kind::Gcra => "gcra",
             Kind::TokenBucket => "tokenbucket",
             Kind::LeakyBucket => "leakybucket",
+            Kind::Fixed => "fixed",
         }
     }
 
     /// The kind with codec tag `tag`.
     pub fn from_tag(tag: u8) -> Option<Kind> {
-        [Kind::Gcra, Kind::TokenBucket, Kind::LeakyBucket]
-            .into_iter()
-            .find(|k| *k as u8 == tag)
+        [
+            Kind::Gcra,
+            Kind::TokenBucket,
+            Kind::LeakyBucket,
+            Kind::Fixed,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == tag)
     }
 }
 
@@ -55,6 +64,7 @@ pub enum AlgoState {
     Gcra(Gcra),
     TokenBucket(TokenBucket),
     LeakyBucket(LeakyBucket),
+    Fixed(Fixed),
 }
 
 /// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
@@ -64,6 +74,7 @@ macro_rules! dispatch {
             AlgoState::Gcra($a) => $body,
             AlgoState::TokenBucket($a) => $body,
             AlgoState::LeakyBucket($a) => $body,
+            AlgoState::Fixed($a) => $body,
         }
     };
 }
@@ -93,6 +104,7 @@ impl LimiterState {
             AlgoState::Gcra(_) => Kind::Gcra,
             AlgoState::TokenBucket(_) => Kind::TokenBucket,
             AlgoState::LeakyBucket(_) => Kind::LeakyBucket,
+            AlgoState::Fixed(_) => Kind::Fixed,
         }
     }
 
@@ -134,10 +146,35 @@ impl LimiterState {
             Kind::Gcra => Gcra::decode(input).map(AlgoState::Gcra),
             Kind::TokenBucket => TokenBucket::decode(input).map(AlgoState::TokenBucket),
             Kind::LeakyBucket => LeakyBucket::decode(input).map(AlgoState::LeakyBucket),
+            Kind::Fixed => Fixed::decode(input).map(AlgoState::Fixed),
         }
     }
 }
 
 fn describe_of<A: Algorithm>(a: &A) -> Vec<(&'static str, u64)> {
     A::describe(a.params())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_tags_round_trip_and_never_move() {
+        #[rustfmt::skip]
+        let kinds = [
+            // kind                 tag  command               name
+            (Kind::Gcra,            1,   "RL.GCRA",            "gcra"),
+            (Kind::TokenBucket,     2,   "RL.TOKENBUCKET",     "tokenbucket"),
+            (Kind::LeakyBucket,     3,   "RL.LEAKYBUCKET",     "leakybucket"),
+            (Kind::Fixed,           4,   "RL.FIXED",           "fixed"),
+        ];
+        for (kind, tag, command, name) in kinds {
+            assert_eq!(kind as u8, tag);
+            assert_eq!(Kind::from_tag(tag), Some(kind));
+            assert_eq!((kind.command(), kind.name()), (command, name));
+        }
+        assert_eq!(Kind::from_tag(0), None);
+        assert_eq!(Kind::from_tag(7), None);
+    }
 }
