@@ -27,6 +27,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
+pub mod sliding_counter;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -9,6 +9,7 @@ use crate::core::fixed_window::Fixed;
 use crate::core::gcra::Gcra;
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision};
+use crate::core::sliding_counter::SlidingCounter;
 use crate::core::time::Micros;
 use crate::core::token_bucket::TokenBucket;
 use crate::core::{CoreError, codec};
@@ -22,6 +23,7 @@ pub enum Kind {
     TokenBucket = 2,
     LeakyBucket = 3,
     Fixed = 4,
+    SlidingCounter = 6,
 }
 
 impl Kind {
@@ -32,6 +34,7 @@ impl Kind {
             Kind::TokenBucket => "RL.TOKENBUCKET",
             Kind::LeakyBucket => "RL.LEAKYBUCKET",
             Kind::Fixed => "RL.FIXED",
+            Kind::SlidingCounter => "RL.SLIDINGCOUNTER",
         }
     }
 
@@ -42,6 +45,7 @@ impl Kind {
             Kind::TokenBucket => "tokenbucket",
             Kind::LeakyBucket => "leakybucket",
             Kind::Fixed => "fixed",
+            Kind::SlidingCounter => "slidingcounter",
         }
     }
 
@@ -52,6 +56,7 @@ impl Kind {
             Kind::TokenBucket,
             Kind::LeakyBucket,
             Kind::Fixed,
+            Kind::SlidingCounter,
         ]
         .into_iter()
         .find(|k| *k as u8 == tag)
@@ -65,6 +70,7 @@ pub enum AlgoState {
     TokenBucket(TokenBucket),
     LeakyBucket(LeakyBucket),
     Fixed(Fixed),
+    SlidingCounter(SlidingCounter),
 }
 
 /// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
@@ -75,6 +81,7 @@ macro_rules! dispatch {
             AlgoState::TokenBucket($a) => $body,
             AlgoState::LeakyBucket($a) => $body,
             AlgoState::Fixed($a) => $body,
+            AlgoState::SlidingCounter($a) => $body,
         }
     };
 }
@@ -105,6 +112,7 @@ impl LimiterState {
             AlgoState::TokenBucket(_) => Kind::TokenBucket,
             AlgoState::LeakyBucket(_) => Kind::LeakyBucket,
             AlgoState::Fixed(_) => Kind::Fixed,
+            AlgoState::SlidingCounter(_) => Kind::SlidingCounter,
         }
     }
 
@@ -147,6 +155,7 @@ impl LimiterState {
             Kind::TokenBucket => TokenBucket::decode(input).map(AlgoState::TokenBucket),
             Kind::LeakyBucket => LeakyBucket::decode(input).map(AlgoState::LeakyBucket),
             Kind::Fixed => Fixed::decode(input).map(AlgoState::Fixed),
+            Kind::SlidingCounter => SlidingCounter::decode(input).map(AlgoState::SlidingCounter),
         }
     }
 }
@@ -168,6 +177,7 @@ mod tests {
             (Kind::TokenBucket,     2,   "RL.TOKENBUCKET",     "tokenbucket"),
             (Kind::LeakyBucket,     3,   "RL.LEAKYBUCKET",     "leakybucket"),
             (Kind::Fixed,           4,   "RL.FIXED",           "fixed"),
+            (Kind::SlidingCounter,  6,   "RL.SLIDINGCOUNTER",  "slidingcounter"),
         ];
         for (kind, tag, command, name) in kinds {
             assert_eq!(kind as u8, tag);
