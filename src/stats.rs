@@ -40,10 +40,19 @@ impl CommandStats {
 pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
 pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
 pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
+pub static FIXED: CommandStats = CommandStats::new("rl.fixed");
+pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl.slidingcounter");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
 
 /// Every command's counters, in INFO order.
-pub static ALL: &[&CommandStats] = &[&GCRA, &TOKENBUCKET, &LEAKYBUCKET, &THROTTLE];
+pub static ALL: &[&CommandStats] = &[
+    &GCRA,
+    &TOKENBUCKET,
+    &LEAKYBUCKET,
+    &FIXED,
+    &SLIDINGCOUNTER,
+    &THROTTLE,
+];
 
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
 #[redis_module_macros::info_command_handler]

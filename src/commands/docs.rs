@@ -126,6 +126,33 @@ pub const COMMANDS: &[CommandDoc] = &[
         shared_options: true,
     },
     CommandDoc {
+        name: c"rl.fixed",
+        arity: -4,
+        summary: c"Rate-limit with a fixed window counter: at most limit units per window, windows aligned to the Unix epoch shifted by OFFSET",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"limit", ArgType::Integer),
+            arg(c"window", ArgType::String),
+            opt(c"offset", ArgType::String, c"OFFSET"),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
+        name: c"rl.slidingcounter",
+        arity: -4,
+        summary: c"Rate-limit with a sliding window counter: the previous window's count weighted by its overlap plus the current window's, at most limit",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"limit", ArgType::Integer),
+            arg(c"window", ArgType::String),
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
         name: c"cl.throttle",
         arity: -5,
         summary: c"redis-cell compatible GCRA rate limiting",

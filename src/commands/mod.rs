@@ -23,10 +23,12 @@
 
 pub mod args;
 pub mod docs;
+pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod restore;
+pub mod sliding_counter;
 pub mod throttle;
 pub mod token_bucket;
 
