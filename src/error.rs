@@ -19,6 +19,12 @@ pub enum RlError {
     WrongType,
     /// A key holding another algorithm.
     WrongKind { held: Kind, wanted: &'static str },
+    /// A key of RL.ALL holding another algorithm.
+    WrongKindAt {
+        key: String,
+        held: Kind,
+        wanted: &'static str,
+    },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
     /// A count that must be ≥ 0 (names the argument).
@@ -41,6 +47,14 @@ pub enum RlError {
     Overflow,
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
+    /// RL.ALL: a limiter name that is no algorithm.
+    UnknownLimiter(String),
+    /// RL.ALL: a limiter without all its positional arguments (its name).
+    LimiterArity(&'static [u8]),
+    /// A stream entry (its ID) whose `count` is missing or not an integer.
+    BadStreamEntry(String),
+    /// An error the server returned for a command run on our behalf, passed on as it is.
+    Server(String),
 }
 
 impl fmt::Display for RlError {
@@ -56,6 +70,11 @@ impl fmt::Display for RlError {
                 "WRONGTYPE key holds a {} limiter, not {}",
                 held.command(),
                 wanted
+            ),
+            RlError::WrongKindAt { key, held, wanted } => write!(
+                f,
+                "WRONGTYPE key '{key}' holds a {} limiter, not {wanted}",
+                held.command()
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
             RlError::NotNonNegative(what) => {
@@ -75,6 +94,16 @@ impl fmt::Display for RlError {
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
+            RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
+            RlError::LimiterArity(name) => write!(
+                f,
+                "ERR syntax error, {} needs its positional arguments",
+                String::from_utf8_lossy(name)
+            ),
+            RlError::BadStreamEntry(id) => {
+                write!(f, "ERR stream entry {id} has no integer 'count' field")
+            }
+            RlError::Server(text) => write!(f, "{text}"),
         }
     }
 }

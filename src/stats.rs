@@ -43,6 +43,8 @@ pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
 pub static FIXED: CommandStats = CommandStats::new("rl.fixed");
 pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl.slidingcounter");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
+pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
+pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
 
 /// Every command's counters, in INFO order.
 pub static ALL: &[&CommandStats] = &[
@@ -51,6 +53,8 @@ pub static ALL: &[&CommandStats] = &[
     &LEAKYBUCKET,
     &FIXED,
     &SLIDINGCOUNTER,
+    &STREAMCOUNT,
+    &ALL_LIMITERS,
     &THROTTLE,
 ];
 

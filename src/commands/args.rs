@@ -52,6 +52,11 @@ impl<'a> Args<'a> {
         self.next().ok_or(RlError::NeedsValue(opt))
     }
 
+    /// The next argument, without consuming it.
+    pub fn peek(&self) -> Option<&'a [u8]> {
+        self.items.get(self.pos).copied()
+    }
+
     /// Index of the next argument.
     pub fn index(&self) -> usize {
         self.pos

@@ -8,6 +8,8 @@ use std::ffi::CStr;
 pub enum Keys {
     /// One key at argument 1, read and updated (RW UPDATE).
     Update,
+    /// `numkeys` at argument 1, then that many keys, read and updated (RW UPDATE).
+    Numkeys,
     /// One key at argument 1, only read (RO ACCESS).
     Read,
     /// One key at argument 1, overwritten without being read (OW).
@@ -32,6 +34,8 @@ pub struct ArgDoc {
     /// The option keyword that introduces it (`COST`), if any.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// It may repeat (`key [key ...]`).
+    pub multiple: bool,
 }
 
 /// One command.
@@ -58,6 +62,7 @@ const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
         kind,
         token: None,
         optional: false,
+        multiple: false,
     }
 }
 
@@ -67,6 +72,7 @@ const fn opt(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc
         kind,
         token: Some(token),
         optional: true,
+        multiple: false,
     }
 }
 
@@ -153,6 +159,40 @@ pub const COMMANDS: &[CommandDoc] = &[
         shared_options: true,
     },
     CommandDoc {
+        name: c"rl.all",
+        arity: -4,
+        summary: c"Apply several limiters to one request, all or nothing: granted only if every limiter grants it",
+        complexity: c"O(N) where N is the number of limiters",
+        keys: Keys::Numkeys,
+        args: &[
+            arg(c"numkeys", ArgType::Integer),
+            ArgDoc {
+                multiple: true,
+                ..KEY
+            },
+            ArgDoc {
+                multiple: true,
+                ..arg(c"limiter", ArgType::String)
+            },
+        ],
+        shared_options: true,
+    },
+    CommandDoc {
+        name: c"rl.streamcount",
+        arity: -3,
+        summary: c"Sliding-window counter on a Redis stream (the classic Lua layout): add to the window's total, optionally under a limit",
+        complexity: c"O(N) where N is the number of entries in the window",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"window", ArgType::String),
+            opt(c"n", ArgType::Integer, c"ADD"),
+            opt(c"limit", ArgType::Integer, c"LIMIT"),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        ],
+        shared_options: false,
+    },
+    CommandDoc {
         name: c"cl.throttle",
         arity: -5,
         summary: c"redis-cell compatible GCRA rate limiting",
@@ -164,10 +204,8 @@ pub const COMMANDS: &[CommandDoc] = &[
             arg(c"count_per_period", ArgType::Integer),
             arg(c"period_seconds", ArgType::Integer),
             ArgDoc {
-                name: c"quantity",
-                kind: ArgType::Integer,
-                token: None,
                 optional: true,
+                ..arg(c"quantity", ArgType::Integer)
             },
         ],
         shared_options: false,

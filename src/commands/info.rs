@@ -32,7 +32,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(12);
     fields.push((
         "algorithm",
-        RedisValue::SimpleStringStatic(state.kind().name()),
+        RedisValue::BulkString(state.kind().name().to_string()),
     ));
     for (param, value) in state.describe() {
         fields.push((

@@ -21,6 +21,7 @@
     )
 )]
 
+pub mod all;
 pub mod args;
 pub mod docs;
 pub mod fixed;
@@ -29,6 +30,7 @@ pub mod info;
 pub mod leaky_bucket;
 pub mod restore;
 pub mod sliding_counter;
+pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -73,24 +75,35 @@ pub trait LimiterCommand {
     /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
     /// depends on the master's clock). O(1) bytes whatever the state's size.
     fn replicate(ctx: &Context, args: &[&[u8]], opts: &Options, now: Micros) {
-        let at = format_at(now);
-        let skip = opts.at_index;
-        let mut out: Vec<&[u8]> = Vec::with_capacity(args.len().saturating_add(2));
-        for (i, arg) in args.iter().enumerate().skip(1) {
-            let is_at = skip.is_some_and(|s| i == s || i == s.saturating_add(1));
-            if !is_at {
-                out.push(arg);
-            }
-        }
-        out.push(b"AT");
-        out.push(at.as_bytes());
-        ctx.replicate(Self::NAME, out.as_slice());
+        replicate_with_at(ctx, Self::NAME, args, opts.at_index, now);
     }
 
     /// The reply to send for `decision` (`verdict` has the exact, unrounded values).
     fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) -> RedisValue {
         limiter_reply(ctx, decision)
     }
+}
+
+/// Propagate command `name` with `args` (minus `args[0]` and any `AT t` pair at `at_index`) and
+/// `AT <now>`: the deterministic form of a call whose result depended on the clock.
+pub fn replicate_with_at(
+    ctx: &Context,
+    name: &str,
+    args: &[&[u8]],
+    at_index: Option<usize>,
+    now: Micros,
+) {
+    let at = format_at(now);
+    let mut out: Vec<&[u8]> = Vec::with_capacity(args.len().saturating_add(2));
+    for (i, arg) in args.iter().enumerate().skip(1) {
+        let is_at = at_index.is_some_and(|s| i == s || i == s.saturating_add(1));
+        if !is_at {
+            out.push(arg);
+        }
+    }
+    out.push(b"AT");
+    out.push(at.as_bytes());
+    ctx.replicate(name, out.as_slice());
 }
 
 /// Does the calling client speak RESP3?

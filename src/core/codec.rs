@@ -151,3 +151,161 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
         dedup: DedupSet::from_entries(entries),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::CoreError;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Carry, Gcra, GcraParams, Schedule};
+    use crate::core::leaky_bucket::LeakyBucket;
+    use crate::core::limiter::{Algorithm, Decision, Request, apply};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+    use crate::core::state::AlgoState;
+    use crate::core::token_bucket::TokenBucket;
+    use proptest::prelude::*;
+
+    fn gcra_state() -> LimiterState {
+        let p = GcraParams::new(10, 5, 1_000_000).unwrap();
+        let mut s = Gcra::fresh(&p);
+        s.commit(&p, 1_700_000_000_000_000, 3).unwrap();
+        let mut state = LimiterState::new(s.into_state(), 1_700_000_000_000_000);
+        state
+            .dedup
+            .remember(DedupId(7), 3, 1_700_000_001_000_000, 10);
+        state
+    }
+
+    #[test]
+    fn codec_fixture_is_stable() {
+        // version 1, kind 1 (gcra), last update, burst 10, rate 5, period 1e6 µs,
+        // TAT = (now + 600 ms) × 5 ticks, one dedup id (hash 7, granted 3, until +1 s); the
+        // varints were computed independently (LEB128 by hand).
+        let bytes = encode(&gcra_state());
+        let want: Vec<u8> = [
+            &[1u8, 1][..],
+            &[128, 128, 249, 192, 193, 196, 130, 3],
+            &[10, 5, 192, 132, 61],
+            &[192, 141, 148, 198, 199, 214, 140, 15],
+            &[1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            &[3, 192, 132, 182, 193, 193, 196, 130, 3],
+        ]
+        .concat();
+        assert_eq!(bytes, want);
+        assert_eq!(decode(&want), Some(gcra_state()));
+    }
+
+    #[test]
+    fn codec_rejects_bad_payloads() {
+        let good = encode(&gcra_state());
+        assert_eq!(decode(&[]), None);
+        assert_eq!(decode(&[2, 1]), None, "unknown version");
+        assert_eq!(decode(&[1, 99, 0]), None, "unknown kind");
+        for cut in 0..good.len() {
+            assert_eq!(decode(&good[..cut]), None, "truncated at {cut}");
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert_eq!(decode(&long), None, "trailing byte");
+        // Zero parameters are invalid even in a payload.
+        assert_eq!(decode(&[1, 1, 0, 0, 5, 1, 0, 0]), None);
+        // A huge dedup count must not allocate.
+        let mut huge = encode(&LimiterState::new(
+            Gcra::fresh(&GcraParams::new(1, 1, 1).unwrap()).into_state(),
+            0,
+        ));
+        huge.pop();
+        huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+        assert_eq!(decode(&huge), None);
+        // Varints longer than their type.
+        assert_eq!(Reader::new(&[0xff; 11]).u64(), None);
+        assert_eq!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).u64(),
+            None
+        );
+        assert_eq!(
+            Reader::new(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).u64(),
+            Some(u64::MAX)
+        );
+    }
+
+    fn arb_state() -> impl Strategy<Value = LimiterState> {
+        let params = (
+            1u64..=i64::MAX as u64,
+            1u64..=i64::MAX as u64,
+            1u64..=i64::MAX as u64,
+        )
+            .prop_map(|(b, r, p)| GcraParams::new(b, r, p).unwrap());
+        let entry = (any::<u128>(), any::<u64>(), any::<u64>());
+        (
+            params,
+            0u8..5,
+            any::<u64>(),
+            0u64..=crate::core::time::MAX_TIME,
+            prop::collection::vec(entry, 0..5),
+        )
+            .prop_map(|(p, kind, last, now, entries)| {
+                let mut sched = Schedule::fresh(&p);
+                let _ = sched.commit(&p, now, 1, Carry::Backlog);
+                let algo = match kind {
+                    0 => AlgoState::Gcra(Gcra(sched)),
+                    1 => AlgoState::TokenBucket(TokenBucket(sched)),
+                    2 => AlgoState::LeakyBucket(LeakyBucket(sched)),
+                    3 => {
+                        let f = FixedParams::new(p.burst(), p.period(), p.rate()).unwrap();
+                        let mut s = Fixed::fresh(&f);
+                        let _ = s.commit(&f, now, 1);
+                        AlgoState::Fixed(s)
+                    }
+                    _ => {
+                        let c = SlidingCounterParams::new(p.burst(), p.period()).unwrap();
+                        let mut s = SlidingCounter::fresh(&c);
+                        let _ = s.commit(&c, now, 1);
+                        AlgoState::SlidingCounter(s)
+                    }
+                };
+                let mut s = LimiterState::new(algo, last);
+                for (id, granted, until) in entries {
+                    s.dedup.remember(DedupId(id), granted, until, 10);
+                }
+                s
+            })
+    }
+
+    /// Run `req` on `s` with its own stored parameters.
+    fn decide(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
+        fn go<A: Algorithm>(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
+            let p = A::from_state(&s.algo).unwrap().params().clone();
+            apply::<A>(Some(s), &p, req, 10).map(|o| o.decision)
+        }
+        match s.kind() {
+            Kind::Gcra => go::<Gcra>(s, req),
+            Kind::TokenBucket => go::<TokenBucket>(s, req),
+            Kind::LeakyBucket => go::<LeakyBucket>(s, req),
+            Kind::Fixed => go::<Fixed>(s, req),
+            Kind::SlidingCounter => go::<SlidingCounter>(s, req),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn codec_round_trips(state in arb_state()) {
+            prop_assert_eq!(decode(&encode(&state)), Some(state));
+        }
+
+        #[test]
+        fn codec_never_panics_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode(&bytes);
+        }
+
+        /// A restored state decides exactly as the original.
+        #[test]
+        fn restore_then_decide_matches(state in arb_state(), cost in 0u64..5, dt in 0u64..10_000_000) {
+            let mut a = state.clone();
+            let mut b = decode(&encode(&state)).unwrap();
+            let req = Request::new(cost, state.last_update.saturating_add(dt));
+            prop_assert_eq!(decide(&mut a, &req), decide(&mut b, &req));
+            prop_assert_eq!(a, b);
+        }
+    }
+}

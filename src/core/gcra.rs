@@ -344,3 +344,309 @@ impl Algorithm for Gcra {
 
     state_access!(Gcra);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::limiter::{Request, apply};
+    use crate::core::state::LimiterState;
+    use proptest::prelude::*;
+
+    const SEC: u64 = 1_000_000;
+    const T0: u64 = 1_700_000_000 * SEC;
+
+    fn params(burst: u64, rate: u64, period: u64) -> GcraParams {
+        GcraParams::new(burst, rate, period).unwrap()
+    }
+
+    /// A reference model written the other way round: the "continuous-state leaky bucket" of
+    /// ITU-T I.371, a counter `x` (in ticks of 1/rate µs) that drains as time passes, instead
+    /// of a theoretical arrival time.
+    #[derive(Debug, Clone)]
+    struct Model {
+        burst: u128,
+        rate: u128,
+        period: u128,
+        x: u128,
+        lct: u64,
+    }
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Reply {
+        granted: u64,
+        remaining: u64,
+        retry: Retry,
+        reset_us: u64,
+    }
+
+    impl Model {
+        fn new(p: &GcraParams) -> Self {
+            Model {
+                burst: p.burst.into(),
+                rate: p.rate.into(),
+                period: p.period.into(),
+                x: 0,
+                lct: 0,
+            }
+        }
+
+        fn call(&mut self, t: u64, cost: u64, peek: bool, best_effort: bool) -> Reply {
+            let t = t.max(self.lct);
+            let drained = u128::from(t - self.lct) * self.rate;
+            let xp = self.x.saturating_sub(drained);
+            let room = self.burst * self.period - xp.min(self.burst * self.period);
+            let fits = (room / self.period) as u64;
+            let granted = if cost <= fits {
+                cost
+            } else if best_effort {
+                fits
+            } else {
+                0
+            };
+            let x_after = xp + u128::from(granted) * self.period;
+            let retry = if granted == cost {
+                Retry::Granted
+            } else if u128::from(cost) > self.burst {
+                Retry::Never
+            } else {
+                let excess = x_after + u128::from(cost) * self.period - self.burst * self.period;
+                Retry::After(excess.div_ceil(self.rate) as u64)
+            };
+            let reply = Reply {
+                granted,
+                remaining: fits - granted,
+                retry,
+                reset_us: x_after.div_ceil(self.rate) as u64,
+            };
+            if granted > 0 && !peek {
+                self.x = x_after;
+                self.lct = t;
+            }
+            reply
+        }
+    }
+
+    fn run(state: &mut Option<LimiterState>, p: &GcraParams, req: &Request) -> Reply {
+        let out = apply::<Gcra>(state.as_mut(), p, req, 100).unwrap();
+        if let crate::core::limiter::Write::Created(s) = out.write {
+            *state = Some(s);
+        }
+        Reply {
+            granted: out.verdict.granted,
+            remaining: out.verdict.remaining,
+            retry: out.verdict.retry,
+            reset_us: out.verdict.reset_after,
+        }
+    }
+
+    #[test]
+    fn gcra_table_of_replies() {
+        // burst 10, 5 per second: T = 200 ms.
+        let p = params(10, 5, SEC);
+        let mut s = None;
+        #[rustfmt::skip]
+        let cases: &[(u64, u64, bool, u64, u64, Retry, u64)] = &[
+            // at (ms after T0), cost, best_effort, granted, remaining, retry, reset_after (µs)
+            (0,    1,  false, 1,  9, Retry::Granted,         200_000),
+            (0,    9,  false, 9,  0, Retry::Granted,         2_000_000),
+            (0,    1,  false, 0,  0, Retry::After(200_000),  2_000_000),
+            (100,  1,  false, 0,  0, Retry::After(100_000),  1_900_000),
+            (200,  1,  false, 1,  0, Retry::Granted,         2_000_000),
+            (200,  11, false, 0,  0, Retry::Never,           2_000_000),
+            (1000, 5,  true,  4,  0, Retry::After(1_000_000), 2_000_000),
+            (1000, 0,  false, 0,  0, Retry::Granted,         2_000_000),
+            (5000, 0,  false, 0, 10, Retry::Granted,         0),
+            // A clock step back is evaluated at the last update (1000 ms).
+            (500,  1,  false, 0,  0, Retry::After(200_000),  2_000_000),
+        ];
+        for (i, &(at, cost, be, granted, remaining, retry, reset)) in cases.iter().enumerate() {
+            let req = Request {
+                best_effort: be,
+                ..Request::new(cost, T0 + at * 1000)
+            };
+            let got = run(&mut s, &p, &req);
+            let want = Reply {
+                granted,
+                remaining,
+                retry,
+                reset_us: reset,
+            };
+            assert_eq!(got, want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn gcra_is_exact_for_rates_that_do_not_divide_a_microsecond() {
+        // 3 per second: T = 333333.33 µs. After 3 grants at T0 the bucket (burst 3) is empty;
+        // one unit is back after exactly 1/3 s, which is 333334 µs rounded up.
+        let p = params(3, 3, SEC);
+        let mut s = None;
+        assert_eq!(run(&mut s, &p, &Request::new(3, T0)).granted, 3);
+        let r = run(&mut s, &p, &Request::new(1, T0));
+        assert_eq!(r.retry, Retry::After(333_334));
+        assert_eq!(run(&mut s, &p, &Request::new(1, T0 + 333_333)).granted, 0);
+        assert_eq!(run(&mut s, &p, &Request::new(1, T0 + 333_334)).granted, 1);
+        // A million per second keeps sub-microsecond intervals exact: 1000 units per ms.
+        let p = params(1, 1_000_000, SEC);
+        let mut s = None;
+        let mut granted = 0;
+        for i in 0..10_000u64 {
+            granted += run(&mut s, &p, &Request::new(1, T0 + i)).granted;
+        }
+        assert_eq!(granted, 10_000);
+    }
+
+    #[test]
+    fn gcra_parameter_change_keeps_used_units() {
+        // 10 per second with burst 10; use 6, then switch to 20 per second, burst 10: the 6
+        // used units stay used (4 remain), and drain at the new rate.
+        let mut s = None;
+        run(&mut s, &params(10, 10, SEC), &Request::new(6, T0));
+        let r = run(&mut s, &params(10, 20, SEC), &Request::new(0, T0));
+        assert_eq!(r.remaining, 4);
+        assert_eq!(r.reset_us, 300_000);
+        // Raising the burst grants the difference at once (redis-cell #54 would deny).
+        let r = run(&mut s, &params(20, 20, SEC), &Request::new(14, T0));
+        assert_eq!(r.granted, 14);
+    }
+
+    #[test]
+    fn gcra_hundred_year_jump_saturates() {
+        let p = params(5, 1, SEC);
+        let mut s = None;
+        run(&mut s, &p, &Request::new(5, T0));
+        let far = T0 + 100 * 365 * 86_400 * SEC;
+        let r = run(&mut s, &p, &Request::new(1, far));
+        assert_eq!(r.granted, 1);
+        // The largest parameters and the latest time still compute.
+        let big = params(MAX_PARAM, MAX_PARAM, MAX_PARAM);
+        let mut s = None;
+        let r = run(
+            &mut s,
+            &big,
+            &Request::new(MAX_PARAM, crate::core::time::MAX_TIME),
+        );
+        assert_eq!(r.granted, MAX_PARAM);
+        let r = run(
+            &mut s,
+            &big,
+            &Request::new(MAX_PARAM, crate::core::time::MAX_TIME),
+        );
+        assert_eq!(r.granted, 0);
+    }
+
+    fn arb_params() -> impl Strategy<Value = GcraParams> {
+        (
+            1u64..20,
+            1u64..2_000,
+            prop_oneof![Just(SEC), 1u64..5_000_000],
+        )
+            .prop_map(|(b, r, p)| params(b, r, p))
+    }
+
+    #[derive(Debug, Clone)]
+    struct Op {
+        dt: i64,
+        cost: u64,
+        peek: bool,
+        best_effort: bool,
+    }
+
+    fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
+        prop::collection::vec(
+            (
+                -300_000i64..1_500_000,
+                0u64..25,
+                any::<bool>(),
+                any::<bool>(),
+            )
+                .prop_map(|(dt, cost, peek, be)| Op {
+                    dt,
+                    cost,
+                    peek: peek && cost % 3 == 0,
+                    best_effort: be,
+                }),
+            1..60,
+        )
+    }
+
+    proptest! {
+        /// Every reply field matches the reference model, whatever the sequence.
+        #[test]
+        fn gcra_matches_reference_model(p in arb_params(), ops in arb_ops()) {
+            let mut model = Model::new(&p);
+            let mut s = None;
+            let mut t = T0;
+            for op in ops {
+                t = t.saturating_add_signed(op.dt);
+                let req = Request { peek: op.peek, best_effort: op.best_effort, ..Request::new(op.cost, t) };
+                let want = model.call(t, op.cost, op.peek, op.best_effort);
+                let got = run(&mut s, &p, &req);
+                prop_assert_eq!(got, want);
+            }
+        }
+
+        /// Never more than `burst + elapsed / T` units in any run of calls.
+        #[test]
+        fn gcra_never_grants_more_than_burst_plus_rate(p in arb_params(), ops in arb_ops()) {
+            let mut s = None;
+            let mut t = T0;
+            let mut log: Vec<(u64, u64)> = Vec::new();
+            for op in ops {
+                t = t.saturating_add_signed(op.dt.max(0));
+                let req = Request { best_effort: op.best_effort, ..Request::new(op.cost, t) };
+                let r = run(&mut s, &p, &req);
+                if r.granted > 0 { log.push((t, r.granted)); }
+            }
+            for (i, &(start, _)) in log.iter().enumerate() {
+                let mut total = 0u128;
+                for &(at, g) in &log[i..] {
+                    total += u128::from(g);
+                    let allowance = u128::from(p.burst)
+                        + u128::from(at - start) * u128::from(p.rate) / u128::from(p.period);
+                    prop_assert!(total <= allowance, "{total} > {allowance}");
+                }
+            }
+        }
+
+        /// A denied request is denied 1 µs before `now + retry_after` and granted at it.
+        #[test]
+        fn gcra_retry_after_is_exact(p in arb_params(), ops in arb_ops(), cost in 1u64..20) {
+            let mut s = None;
+            let mut t = T0;
+            for op in ops {
+                t = t.saturating_add_signed(op.dt.max(0));
+                run(&mut s, &p, &Request::new(op.cost, t));
+            }
+            let probe = |s: &Option<LimiterState>, at: u64| {
+                let mut copy = s.clone();
+                run(&mut copy, &p, &Request::new(cost, at))
+            };
+            match probe(&s, t).retry {
+                Retry::After(us) => {
+                    prop_assert_eq!(probe(&s, t + us - 1).granted, 0);
+                    prop_assert_eq!(probe(&s, t + us).granted, cost);
+                }
+                Retry::Never => prop_assert!(cost > p.burst),
+                Retry::Granted => {}
+            }
+        }
+
+        /// Raising the burst or the rate never denies what the old parameters granted.
+        #[test]
+        fn gcra_raising_limits_never_denies_more(
+            p in arb_params(), ops in arb_ops(), more_burst in 0u64..5, more_rate in 0u64..50, cost in 0u64..20,
+        ) {
+            let mut s = None;
+            let mut t = T0;
+            for op in ops {
+                t = t.saturating_add_signed(op.dt.max(0));
+                run(&mut s, &p, &Request::new(op.cost, t));
+            }
+            let raised = params(p.burst + more_burst, p.rate + more_rate, p.period);
+            let before = run(&mut s.clone(), &p, &Request::new(cost, t));
+            let after = run(&mut s.clone(), &raised, &Request::new(cost, t));
+            prop_assert!(after.granted >= before.granted);
+        }
+    }
+}

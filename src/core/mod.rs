@@ -27,8 +27,10 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
+pub mod multi;
 pub mod sliding_counter;
 pub mod state;
+pub mod stream_count;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod time;

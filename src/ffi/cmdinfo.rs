@@ -29,17 +29,28 @@ fn raw_arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
     r.type_ = arg_type(a.kind);
     r.key_spec_index = if a.kind == ArgType::Key { 0 } else { -1 };
     r.token = a.token.map_or(std::ptr::null(), |t| t.as_ptr());
-    r.flags = if a.optional {
-        raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
-    } else {
-        raw::REDISMODULE_CMD_ARG_NONE as c_int
-    };
+    let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+    if a.optional {
+        flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+    }
+    if a.multiple {
+        flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+    }
+    r.flags = flags as c_int;
     r
 }
 
 fn key_spec(keys: Keys) -> KeySpec {
+    if keys == Keys::Numkeys {
+        return KeySpec::new(
+            None,
+            KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
+            BeginSearch::new_index(1),
+            FindKeys::new_keys_num(0, 1, 1),
+        );
+    }
     let flags = match keys {
-        Keys::Update => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
+        Keys::Update | Keys::Numkeys => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
         Keys::Read => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
         Keys::Overwrite => KeySpecFlags::OVERWRITE,
     };

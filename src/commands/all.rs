@@ -1,0 +1,258 @@
+//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//!
+//! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
+//! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
+//! the same position. Parsing reuses each command's own parser, so the arguments and errors are
+//! exactly those of the single-limiter commands.
+
+use redis_module::{Context, NotifyEvent, RedisResult, RedisString};
+
+use crate::commands::args::{Args, Options, positive, quote};
+use crate::commands::gcra::GcraCommand;
+use crate::commands::leaky_bucket::LeakyBucketCommand;
+use crate::commands::token_bucket::TokenBucketCommand;
+use crate::commands::{LimiterCommand, limiter_reply, replicate_with_at};
+use crate::config;
+use crate::core::limiter::Request;
+use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
+use crate::core::time::expiry_ms;
+use crate::error::RlError;
+use crate::ffi::clock::server_now;
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::stats;
+
+/// The registered name.
+pub const NAME: &str = "rl.all";
+
+/// How to read one limiter: its name in RL.ALL, its command, how many positional arguments it
+/// takes, its own options (each with one value), and its parser.
+struct LimiterSyntax {
+    name: &'static [u8],
+    command: &'static [u8],
+    positional: usize,
+    options: &'static [&'static [u8]],
+    parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
+}
+
+const LIMITERS: &[LimiterSyntax] = &[
+    LimiterSyntax {
+        name: b"GCRA",
+        command: b"rl.gcra",
+        positional: 3,
+        options: &[],
+        parse: |a| GcraCommand::parse(a).map(|p| AnyParams::Gcra(p.params)),
+    },
+    LimiterSyntax {
+        name: b"TOKENBUCKET",
+        command: b"rl.tokenbucket",
+        positional: 3,
+        options: &[],
+        parse: |a| TokenBucketCommand::parse(a).map(|p| AnyParams::TokenBucket(p.params)),
+    },
+    LimiterSyntax {
+        name: b"LEAKYBUCKET",
+        command: b"rl.leakybucket",
+        positional: 3,
+        options: &[],
+        parse: |a| LeakyBucketCommand::parse(a).map(|p| AnyParams::LeakyBucket(p.params)),
+    },
+];
+
+/// RL.ALL's parsed arguments.
+#[derive(Debug, Clone)]
+pub struct AllRequest<'a> {
+    pub keys: Vec<&'a [u8]>,
+    pub specs: Vec<AnyParams>,
+    pub opts: Options,
+}
+
+impl<'a> AllRequest<'a> {
+    /// Parse the whole argument vector (`args[0]` is the command name).
+    ///
+    /// # Errors
+    /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
+    pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let numkeys = positive(args.required()?, "numkeys")?;
+        let numkeys =
+            usize::try_from(numkeys).map_err(|_| RlError::Syntax("numkeys is too large"))?;
+        if numkeys > items.len().saturating_sub(2) {
+            return Err(RlError::Syntax(
+                "numkeys is greater than the number of arguments",
+            ));
+        }
+        let keys: Vec<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if keys
+                .iter()
+                .skip(i.saturating_add(1))
+                .any(|other| other == k)
+            {
+                return Err(RlError::Syntax("RL.ALL keys must be distinct"));
+            }
+        }
+        let mut specs = Vec::with_capacity(numkeys);
+        for key in &keys {
+            let token = args
+                .next()
+                .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
+            let syntax = LIMITERS
+                .iter()
+                .find(|l| token.eq_ignore_ascii_case(l.name))
+                .ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+            let mut argv: Vec<&[u8]> = vec![syntax.command, key];
+            for _ in 0..syntax.positional {
+                argv.push(args.next().ok_or(RlError::LimiterArity(syntax.name))?);
+            }
+            while let Some(opt) = args.peek() {
+                if !syntax.options.iter().any(|o| opt.eq_ignore_ascii_case(o)) {
+                    break;
+                }
+                argv.push(opt);
+                args.next();
+                argv.push(args.next().ok_or(RlError::LimiterArity(syntax.name))?);
+            }
+            specs.push((syntax.parse)(&argv)?);
+        }
+        let opts = Options::parse(&mut args, |_, _| Ok(false))?;
+        Ok(AllRequest { keys, specs, opts })
+    }
+}
+
+/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+///
+/// # Errors
+/// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    // Redis 7.0's cluster routing asks the command itself where its keys are (the key specs
+    // answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
+    if ctx.is_keys_position_request() {
+        let numkeys = bytes
+            .get(1)
+            .and_then(|n| crate::commands::args::parse_u64(n))
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+            .min(bytes.len().saturating_sub(2));
+        for pos in 0..numkeys {
+            ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
+        }
+        return Ok(redis_module::RedisValue::NoReply);
+    }
+    let parsed = AllRequest::parse(&bytes)?;
+    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let req: Request = parsed.opts.request(now);
+    let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
+
+    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, n)).collect();
+    let mut slots = Vec::with_capacity(keys.len());
+    for key in keys.iter_mut() {
+        slots.push(match key.holding() {
+            Holding::Empty => Slot::New(None),
+            Holding::Limiter(state) => Slot::Existing(state),
+            Holding::Other => return Err(RlError::WrongType.into()),
+        });
+    }
+    let outcome =
+        apply_all(&mut slots, &parsed.specs, &req, config::dedup_max()).map_err(|e| match e {
+            MultiError::WrongKind {
+                index,
+                held,
+                wanted,
+            } => RlError::WrongKindAt {
+                key: parsed.keys.get(index).map(|k| quote(k)).unwrap_or_default(),
+                held,
+                wanted: wanted.command(),
+            },
+            MultiError::Core(e) => RlError::from(e),
+        })?;
+    let created: Vec<_> = slots
+        .into_iter()
+        .map(|s| match s {
+            Slot::New(state) => state,
+            Slot::Existing(_) => None,
+        })
+        .collect();
+    let mut wrote = false;
+    for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
+        let Some(expires_at) = write else { continue };
+        if let Some(state) = state {
+            key.set(state)?;
+        }
+        key.set_expire_at(expiry_ms(*expires_at));
+        wrote = true;
+    }
+    drop(keys);
+    if wrote {
+        replicate_with_at(ctx, NAME, &bytes, parsed.opts.at_index, now);
+        for (name, write) in names.iter().zip(&outcome.writes) {
+            if write.is_some() {
+                ctx.notify_keyspace_event(NotifyEvent::MODULE, NAME, name);
+            }
+        }
+    }
+    let d = outcome.decision;
+    stats::ALL_LIMITERS.record(d.granted > 0 || req.cost == 0);
+    Ok(limiter_reply(ctx, &d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::gcra::GcraParams;
+
+    fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
+        AllRequest::parse(bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn all_parses_limiters_in_key_order() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "gcra",
+            "10",
+            "1",
+            "1s",
+            "TokenBucket",
+            "5",
+            "2",
+            "1m",
+            "COST",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(p.keys, [&b"a"[..], b"b"]);
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::Gcra(GcraParams::new(10, 1, 1_000_000).unwrap()),
+                AnyParams::TokenBucket(GcraParams::new(5, 2, 60_000_000).unwrap()),
+            ]
+        );
+        assert_eq!(p.opts.cost, 2);
+    }
+
+    #[test]
+    fn all_parse_errors() {
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.all", "0", "a"],                              "ERR numkeys must be a positive integer"),
+            (&["rl.all", "3", "a", "b"],                         "ERR syntax error, numkeys is greater than the number of arguments"),
+            (&["rl.all", "2", "a", "a", "gcra", "1", "1", "1s", "gcra", "1", "1", "1s"], "ERR syntax error, RL.ALL keys must be distinct"),
+            (&["rl.all", "1", "a"],                              "ERR syntax error, a limiter is missing for a key"),
+            (&["rl.all", "1", "a", "nope", "1"],                 "ERR unknown limiter 'nope'"),
+            (&["rl.all", "1", "a", "gcra", "1", "1"],            "ERR syntax error, GCRA needs its positional arguments"),
+            (&["rl.all", "1", "a", "gcra", "0", "1", "1s"],      "ERR burst must be a positive integer"),
+            (&["rl.all", "1", "a", "gcra", "1", "1", "1s", "X"], "ERR unknown option 'X'"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}

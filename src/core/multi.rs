@@ -1,0 +1,441 @@
+//! RL.ALL: several limiters on one request, all or nothing.
+//!
+//! Every limiter evaluates the request without changing anything; only if all of them grant it
+//! (with `BESTEFFORT`: the smallest amount all can grant) is each charged. So "10 per second and
+//! 1000 per hour" never over-charges the first limiter when the second denies, as calling the
+//! commands one after another does.
+
+use crate::core::CoreError;
+use crate::core::gcra::{Gcra, GcraParams};
+use crate::core::leaky_bucket::LeakyBucket;
+use crate::core::limiter::{Algorithm, Decision, Request, Retry, Verdict};
+use crate::core::state::{Kind, LimiterState};
+use crate::core::time::Micros;
+use crate::core::token_bucket::TokenBucket;
+
+/// The parameters of any one limiter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnyParams {
+    Gcra(GcraParams),
+    TokenBucket(GcraParams),
+    LeakyBucket(GcraParams),
+}
+
+/// Run `$body` with `$A` the algorithm type and `$p` its parameters.
+macro_rules! with_algo {
+    ($params:expr, $A:ident, $p:ident => $body:expr) => {
+        match $params {
+            AnyParams::Gcra($p) => {
+                type $A = Gcra;
+                $body
+            }
+            AnyParams::TokenBucket($p) => {
+                type $A = TokenBucket;
+                $body
+            }
+            AnyParams::LeakyBucket($p) => {
+                type $A = LeakyBucket;
+                $body
+            }
+        }
+    };
+}
+
+impl AnyParams {
+    /// The algorithm.
+    pub fn kind(&self) -> Kind {
+        with_algo!(self, A, _p => A::KIND)
+    }
+
+    /// A fresh limiter with these parameters, last updated at `now`.
+    fn fresh(&self, now: Micros) -> LimiterState {
+        with_algo!(self, A, p => LimiterState::new(A::fresh(p).into_state(), now))
+    }
+
+    fn evaluate(
+        &self,
+        s: &LimiterState,
+        now: Micros,
+        cost: u64,
+        be: bool,
+    ) -> Result<Verdict, CoreError> {
+        with_algo!(self, A, p => {
+            let a = A::from_state(&s.algo).ok_or(CoreError::Overflow)?;
+            a.evaluate(p, now, cost, be)
+        })
+    }
+
+    /// Charge `n` units; returns when the limiter is fresh again.
+    fn commit(&self, s: &mut LimiterState, now: Micros, n: u64) -> Result<Micros, CoreError> {
+        with_algo!(self, A, p => {
+            let a = A::from_state_mut(&mut s.algo).ok_or(CoreError::Overflow)?;
+            a.commit(p, now, n)?;
+            Ok(a.fresh_at())
+        })
+    }
+
+    fn dedup_until(&self, now: Micros) -> Micros {
+        with_algo!(self, A, p => A::dedup_until(p, now))
+    }
+}
+
+/// One key of an RL.ALL call: its current value, or a new one to store.
+#[derive(Debug)]
+pub enum Slot<'a> {
+    Existing(&'a mut LimiterState),
+    New(Option<LimiterState>),
+}
+
+impl Slot<'_> {
+    fn state(&self) -> Option<&LimiterState> {
+        match self {
+            Slot::Existing(s) => Some(s),
+            Slot::New(s) => s.as_ref(),
+        }
+    }
+}
+
+/// The result of an RL.ALL call: the combined reply, and for each key whether it was written
+/// and its new expiry.
+#[derive(Debug)]
+pub struct MultiOutcome {
+    pub decision: Decision,
+    /// Per key, in order: `Some(expiry)` when the key was written (a `Slot::New` then holds the
+    /// value to store).
+    pub writes: Vec<Option<Micros>>,
+}
+
+/// Why RL.ALL refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultiError {
+    /// Key number `index` holds another algorithm.
+    WrongKind {
+        index: usize,
+        held: Kind,
+        wanted: Kind,
+    },
+    Core(CoreError),
+}
+
+impl From<CoreError> for MultiError {
+    fn from(e: CoreError) -> Self {
+        MultiError::Core(e)
+    }
+}
+
+/// Combine per-limiter verdicts into the one reply: the limit and remaining of the limiter with
+/// the fewest remaining (the first such), the largest retry (−1 if any is never) and reset.
+fn combine(granted: u64, verdicts: &[Verdict]) -> Decision {
+    let tightest = verdicts
+        .iter()
+        .min_by_key(|v| v.remaining)
+        .copied()
+        .unwrap_or(Verdict {
+            granted: 0,
+            limit: 0,
+            remaining: 0,
+            retry: Retry::Granted,
+            reset_after: 0,
+        });
+    let retry = verdicts
+        .iter()
+        .fold(Retry::Granted, |acc, v| match (acc, v.retry) {
+            (Retry::Never, _) | (_, Retry::Never) => Retry::Never,
+            (Retry::After(a), Retry::After(b)) => Retry::After(a.max(b)),
+            (Retry::After(a), Retry::Granted) | (Retry::Granted, Retry::After(a)) => {
+                Retry::After(a)
+            }
+            (Retry::Granted, Retry::Granted) => Retry::Granted,
+        });
+    let reset_after = verdicts.iter().map(|v| v.reset_after).max().unwrap_or(0);
+    Decision::from(Verdict {
+        granted,
+        limit: tightest.limit,
+        remaining: tightest.remaining,
+        retry,
+        reset_after,
+    })
+}
+
+/// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
+/// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
+///
+/// # Errors
+/// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`].
+pub fn apply_all(
+    slots: &mut [Slot<'_>],
+    specs: &[AnyParams],
+    req: &Request,
+    dedup_max: usize,
+) -> Result<MultiOutcome, MultiError> {
+    // Missing keys evaluate as fresh limiters; every key keeps its own monotonic clock.
+    let mut fresh: Vec<Option<LimiterState>> = Vec::with_capacity(slots.len());
+    let mut nows: Vec<Micros> = Vec::with_capacity(slots.len());
+    for (index, (slot, spec)) in slots.iter().zip(specs).enumerate() {
+        match slot.state() {
+            Some(s) if s.kind() != spec.kind() => {
+                return Err(MultiError::WrongKind {
+                    index,
+                    held: s.kind(),
+                    wanted: spec.kind(),
+                });
+            }
+            Some(s) => {
+                nows.push(req.now.max(s.last_update));
+                fresh.push(None);
+            }
+            None => {
+                nows.push(req.now);
+                fresh.push(Some(spec.fresh(req.now)));
+            }
+        }
+    }
+    let view = |i: usize| -> Result<&LimiterState, CoreError> {
+        slots
+            .get(i)
+            .and_then(Slot::state)
+            .or_else(|| fresh.get(i).and_then(Option::as_ref))
+            .ok_or(CoreError::Overflow)
+    };
+    let each = |cost: u64, best_effort: bool| -> Result<Vec<Verdict>, CoreError> {
+        (0..specs.len())
+            .map(|i| {
+                let (spec, now) = specs.get(i).zip(nows.get(i)).ok_or(CoreError::Overflow)?;
+                spec.evaluate(view(i)?, *now, cost, best_effort)
+            })
+            .collect()
+    };
+
+    // A remembered id on any key: the retry is not charged.
+    if let Some(id) = req.dedup {
+        let hit = (0..slots.len()).find_map(|i| {
+            let now = *nows.get(i)?;
+            view(i).ok()?.dedup.lookup(id, now)
+        });
+        if let Some(granted) = hit {
+            return Ok(MultiOutcome {
+                decision: combine(granted, &each(0, false)?),
+                writes: vec![None; slots.len()],
+            });
+        }
+    }
+
+    let first = each(req.cost, req.best_effort)?;
+    let amount = if req.best_effort {
+        first.iter().map(|v| v.granted).min().unwrap_or(0)
+    } else if first.iter().all(|v| v.granted == req.cost) {
+        req.cost
+    } else {
+        0
+    };
+    if amount == 0 {
+        // Nothing was charged: each limiter's current state, with its own retry.
+        let now_state = each(0, false)?;
+        let verdicts: Vec<Verdict> = now_state
+            .into_iter()
+            .zip(&first)
+            .map(|(current, v)| Verdict {
+                retry: v.retry,
+                ..current
+            })
+            .collect();
+        return Ok(MultiOutcome {
+            decision: combine(0, &verdicts),
+            writes: vec![None; slots.len()],
+        });
+    }
+
+    // Charge every limiter (a copy when peeking), then read each state after the charge.
+    let mut verdicts = Vec::with_capacity(slots.len());
+    let mut writes = Vec::with_capacity(slots.len());
+    for (i, ((slot, spec), fresh)) in slots.iter_mut().zip(specs).zip(fresh).enumerate() {
+        let now = nows.get(i).copied().unwrap_or(req.now);
+        let mut scratch;
+        let state: &mut LimiterState = match (req.peek, slot, fresh) {
+            (true, Slot::Existing(s), _) => {
+                scratch = (**s).clone();
+                &mut scratch
+            }
+            (true, Slot::New(_), Some(f)) => {
+                scratch = f;
+                &mut scratch
+            }
+            (false, Slot::Existing(s), _) => s,
+            (false, Slot::New(s), Some(f)) => s.insert(f),
+            (_, Slot::New(_), None) => return Err(CoreError::Overflow.into()),
+        };
+        let fresh_at = spec.commit(state, now, amount)?;
+        let after = spec.evaluate(state, now, 0, false)?;
+        let retry = match first.get(i) {
+            // Granted in full: 0, or a leaky bucket's queue delay.
+            Some(v) if amount == req.cost => v.retry,
+            _ => spec.evaluate(state, now, req.cost, false)?.retry,
+        };
+        verdicts.push(Verdict { retry, ..after });
+        if req.peek {
+            writes.push(None);
+            continue;
+        }
+        state.last_update = now;
+        state.dedup.forget_expired(now);
+        if let Some(id) = req.dedup {
+            state
+                .dedup
+                .remember(id, amount, spec.dedup_until(now), dedup_max);
+        }
+        writes.push(Some(fresh_at.max(state.dedup.latest_expiry()).max(now)));
+    }
+    Ok(MultiOutcome {
+        decision: combine(amount, &verdicts),
+        writes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::limiter::{Write, apply};
+    use proptest::prelude::*;
+
+    const T0: u64 = 1_700_000_000_000_000;
+
+    fn gcra(b: u64, r: u64, p: u64) -> AnyParams {
+        AnyParams::Gcra(GcraParams::new(b, r, p).unwrap())
+    }
+
+    /// The same call made with each single-limiter command, peeking first: the model of "all or
+    /// nothing".
+    fn model(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> u64 {
+        fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
+            let out = match spec {
+                AnyParams::Gcra(p) => apply::<Gcra>(s.as_mut(), p, req, 10),
+                AnyParams::TokenBucket(p) => apply::<TokenBucket>(s.as_mut(), p, req, 10),
+                AnyParams::LeakyBucket(p) => apply::<LeakyBucket>(s.as_mut(), p, req, 10),
+            }
+            .unwrap();
+            if let Write::Created(new) = out.write {
+                *s = Some(new);
+            }
+            out.verdict.granted
+        }
+        let peek = Request { peek: true, ..*req };
+        let granted: Vec<u64> = states
+            .iter_mut()
+            .zip(specs)
+            .map(|(s, p)| one(s, p, &peek))
+            .collect();
+        let amount = if req.best_effort {
+            granted.iter().copied().min().unwrap_or(0)
+        } else if granted.iter().all(|&g| g == req.cost) {
+            req.cost
+        } else {
+            0
+        };
+        if amount > 0 && !req.peek {
+            let charge = Request {
+                cost: amount,
+                best_effort: false,
+                ..*req
+            };
+            for (s, p) in states.iter_mut().zip(specs) {
+                assert_eq!(one(s, p, &charge), amount);
+            }
+        }
+        amount
+    }
+
+    fn run(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> Decision {
+        let mut slots: Vec<Slot<'_>> = states
+            .iter_mut()
+            .map(|s| match s {
+                Some(s) => Slot::Existing(s),
+                None => Slot::New(None),
+            })
+            .collect();
+        let out = apply_all(&mut slots, specs, req, 10).unwrap();
+        let created: Vec<Option<LimiterState>> = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::New(s) => s,
+                Slot::Existing(_) => None,
+            })
+            .collect();
+        for (s, new) in states.iter_mut().zip(created) {
+            if new.is_some() {
+                *s = new;
+            }
+        }
+        out.decision
+    }
+
+    #[test]
+    fn all_reply_takes_the_tightest_limiter() {
+        // 3 per second and 5 per minute.
+        let specs = [gcra(3, 3, 1_000_000), gcra(5, 5, 60_000_000)];
+        let mut s = [None, None];
+        let d = run(&mut s, &specs, &Request::new(2, T0));
+        assert_eq!(
+            (d.granted, d.limit, d.remaining, d.retry_after_ms),
+            (2, 3, 1, 0)
+        );
+        // Both have 1 left (the per-minute one drained 1.08 units in that second): the first.
+        let d = run(&mut s, &specs, &Request::new(2, T0 + 1_000_000));
+        assert_eq!((d.granted, d.limit, d.remaining), (2, 3, 1));
+        // Denied by the per-minute limiter: nothing is charged to the per-second one.
+        let before = s.clone();
+        let d = run(&mut s, &specs, &Request::new(2, T0 + 2_000_000));
+        assert_eq!(
+            (d.granted, d.limit, d.remaining, d.retry_after_ms),
+            (0, 5, 1, 10_000)
+        );
+        assert_eq!(s, before);
+        // BESTEFFORT takes what both can give.
+        let d = run(
+            &mut s,
+            &specs,
+            &Request {
+                best_effort: true,
+                ..Request::new(2, T0 + 2_000_000)
+            },
+        );
+        assert_eq!((d.granted, d.remaining), (1, 0));
+        // A cost above any limit can never pass.
+        assert_eq!(
+            run(&mut s, &specs, &Request::new(4, T0 + 9_000_000)).retry_after_ms,
+            -1
+        );
+    }
+
+    fn arb_spec() -> impl Strategy<Value = AnyParams> {
+        (0u8..3, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
+            let g = GcraParams::new(b, r, p).unwrap();
+            match k {
+                0 => AnyParams::Gcra(g),
+                1 => AnyParams::TokenBucket(g),
+                _ => AnyParams::LeakyBucket(g),
+            }
+        })
+    }
+
+    proptest! {
+        /// RL.ALL grants exactly what peeking every limiter then charging all would, and leaves
+        /// exactly the same states.
+        #[test]
+        fn all_is_all_or_nothing(
+            specs in prop::collection::vec(arb_spec(), 1..4),
+            ops in prop::collection::vec((0u64..800_000, 0u64..6, any::<bool>(), any::<bool>()), 1..40),
+        ) {
+            let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
+            let mut b = a.clone();
+            let mut t = T0;
+            for (dt, cost, be, peek) in ops {
+                t += dt;
+                let req = Request { best_effort: be, peek: peek && cost % 2 == 0, ..Request::new(cost, t) };
+                let want = model(&mut b, &specs, &req);
+                let got = run(&mut a, &specs, &req);
+                prop_assert_eq!(got.granted as u64, want);
+                prop_assert_eq!(&a, &b);
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! RL.ALL end to end: all-or-nothing over several keys, key declaration for Redis Cluster.
+
+mod common;
+use common::*;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn base_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    (now / 1000 + 3600) * 1000
+}
+
+#[test]
+fn all_charges_every_limiter_or_none() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let call = |c: &mut Conn, at: u64, cost: u64| {
+        c.ints(&args![
+            "RL.ALL",
+            2,
+            "{u1}:sec",
+            "{u1}:min",
+            "GCRA",
+            3,
+            3,
+            "1s",
+            "TOKENBUCKET",
+            5,
+            5,
+            "1m",
+            "COST",
+            cost,
+            "AT",
+            t + at
+        ])
+    };
+    assert_eq!(call(&mut c, 0, 2), [2, 3, 1, 0, 24000]);
+    assert_eq!(call(&mut c, 1000, 2), [2, 3, 1, 0, 47000]);
+    let sec = c.cmd(&["DEBUG", "DIGEST-VALUE", "{u1}:sec"]);
+    // The per-minute bucket has 1 token: denied, and the per-second limiter is not charged.
+    assert_eq!(call(&mut c, 2000, 2), [0, 5, 1, 10000, 46000]);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "{u1}:sec"]), sec);
+    // Each key is an ordinary limiter of its algorithm, with its own expiry.
+    assert_eq!(
+        c.ints(&args![
+            "RL.TOKENBUCKET",
+            "{u1}:min",
+            5,
+            5,
+            "1m",
+            "COST",
+            0,
+            "AT",
+            t + 2000
+        ])[2],
+        1
+    );
+    assert_eq!(c.int(&["PEXPIRETIME", "{u1}:min"]), (t + 48_000) as i64);
+    assert_eq!(c.int(&["PEXPIRETIME", "{u1}:sec"]), (t + 1_667) as i64);
+}
+
+#[test]
+fn all_options_and_errors() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let base = |extra: &[&str]| {
+        let mut v = args![
+            "RL.ALL",
+            2,
+            "a",
+            "b",
+            "GCRA",
+            10,
+            1,
+            "1m",
+            "LEAKYBUCKET",
+            4,
+            1,
+            "1m",
+            "AT",
+            t
+        ]
+        .to_vec();
+        v.extend(extra.iter().map(|e| e.as_bytes().to_vec()));
+        v
+    };
+    assert_eq!(c.ints(&base(&["PEEK", "COST", "3"])), [3, 4, 1, 0, 180000]);
+    assert_eq!(c.int(&["EXISTS", "a", "b"]), 0);
+    // 6 never fits the leaky bucket of 4: granted what fits, and retry -1.
+    assert_eq!(
+        c.ints(&base(&["COST", "6", "BESTEFFORT"])),
+        [4, 4, 0, -1, 240000]
+    );
+    assert_eq!(c.ints(&base(&["DEDUP", "x"])), [0, 4, 0, 60000, 240000]);
+    assert_eq!(c.ints(&base(&["COST", "9"])), [0, 4, 0, -1, 240000]);
+    c.ok(&["SET", "str", "1"]);
+    c.ints(&["RL.GCRA", "g", "1", "1", "1s"]);
+    #[rustfmt::skip]
+    let cases: &[(&[&str], &str)] = &[
+        (&["RL.ALL", "1", "a"],                                   "ERR wrong number of arguments for 'rl.all' command"),
+        (&["RL.ALL", "x", "a", "GCRA", "1", "1", "1s"],           "ERR numkeys must be a positive integer"),
+        (&["RL.ALL", "2", "a", "GCRA", "1", "1", "1s"],           "ERR unknown limiter '1'"),
+        (&["RL.ALL", "2", "a", "b", "GCRA", "1", "1", "1s"],      "ERR syntax error, a limiter is missing for a key"),
+        (&["RL.ALL", "1", "a", "CELL", "1", "1", "1"],            "ERR unknown limiter 'CELL'"),
+        (&["RL.ALL", "1", "a", "GCRA", "1", "1", "0"],            "ERR invalid duration '0' for period"),
+        (&["RL.ALL", "1", "g", "TOKENBUCKET", "1", "1", "1s"],    "WRONGTYPE key 'g' holds a RL.GCRA limiter, not RL.TOKENBUCKET"),
+        (&["RL.ALL", "2", "a", "str", "GCRA", "1", "1", "1s", "GCRA", "1", "1", "1s"], "WRONGTYPE Operation against a key holding the wrong kind of value"),
+    ];
+    for (cmd, want) in cases {
+        assert_eq!(c.err(cmd), *want, "{cmd:?}");
+    }
+    assert_eq!(
+        c.cmd(&[
+            "COMMAND", "GETKEYS", "RL.ALL", "2", "k1", "k2", "GCRA", "1", "1", "1s", "GCRA", "1",
+            "1", "1s"
+        ]),
+        Reply::Array(vec![
+            Reply::Bulk(b"k1".to_vec()),
+            Reply::Bulk(b"k2".to_vec())
+        ])
+    );
+}
+
+#[test]
+fn all_replicates_deterministically() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let mut hold = replica.conn();
+    for round in 0..4u64 {
+        hold.send(&["DEBUG", "SLEEP", "0.05"]);
+        for i in 0..100u64 {
+            let _ = m.cmd(&args![
+                "RL.ALL",
+                2,
+                format!("a{}", i % 3),
+                format!("b{}", i % 2),
+                "GCRA",
+                5,
+                100,
+                "1s",
+                "LEAKYBUCKET",
+                8,
+                60,
+                "1s",
+                "COST",
+                1 + i % 2,
+                "DEDUP",
+                i % 7
+            ]);
+        }
+        std::thread::sleep(Duration::from_millis(2 * round));
+        assert_eq!(hold.recv(), Reply::Simple("OK".into()));
+    }
+    wait_replica_synced(&master, &replica);
+    assert_eq!(
+        m.cmd(&["DEBUG", "DIGEST"]),
+        replica.conn().cmd(&["DEBUG", "DIGEST"])
+    );
+}
+
+#[test]
+fn all_in_cluster_mode_needs_one_slot() {
+    let s = Server::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
+    let mut c = s.conn();
+    c.ok(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    wait_until("cluster state ok", Duration::from_secs(10), || {
+        c.info_field("cluster", "cluster_enabled").as_deref() == Some("1")
+            && matches!(c.cmd(&["CLUSTER", "INFO"]), Reply::Bulk(ref b) if String::from_utf8_lossy(b).contains("cluster_state:ok"))
+    });
+    let err = c.err(&[
+        "RL.ALL", "2", "user:1", "user:2", "GCRA", "1", "1", "1s", "GCRA", "1", "1", "1s",
+    ]);
+    assert!(err.starts_with("CROSSSLOT"), "{err}");
+    assert_eq!(
+        c.ints(&[
+            "RL.ALL", "2", "{user}:1", "{user}:2", "GCRA", "1", "1", "1s", "GCRA", "1", "1", "1s"
+        ])[0],
+        1
+    );
+    assert_eq!(c.ints(&["RL.GCRA", "solo", "1", "1", "1s"])[0], 1);
+}

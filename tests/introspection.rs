@@ -1,0 +1,177 @@
+//! What Redis itself says about the module: key type, memory, command metadata (cluster key
+//! specs), INFO counters, configuration and keyspace events.
+
+mod common;
+use common::*;
+
+fn flat(r: &Reply) -> Vec<String> {
+    fn walk(r: &Reply, out: &mut Vec<String>) {
+        match r {
+            Reply::Array(items) | Reply::Set(items) => items.iter().for_each(|i| walk(i, out)),
+            Reply::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+                walk(k, out);
+                walk(v, out)
+            }),
+            Reply::Int(i) => out.push(i.to_string()),
+            other => out.push(other.as_str().unwrap_or_default()),
+        }
+    }
+    let mut out = Vec::new();
+    walk(r, &mut out);
+    out
+}
+
+#[test]
+fn keys_have_the_module_type_and_real_memory_usage() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ints(&["RL.GCRA", "k", "10", "1", "1m"]);
+    assert_eq!(c.cmd(&["TYPE", "k"]), Reply::Simple("ratelimit".into()));
+    let plain = c.int(&["MEMORY", "USAGE", "k"]);
+    assert!(plain > 64 && plain < 256, "{plain}");
+    // Remembered ids are counted.
+    for i in 0..100 {
+        c.ints(&args!["RL.GCRA", "k", 1000, 1, "1m", "DEDUP", i]);
+    }
+    let with_ids = c.int(&["MEMORY", "USAGE", "k"]);
+    assert!(with_ids >= plain + 100 * 32, "{plain} -> {with_ids}");
+}
+
+#[test]
+fn command_info_declares_arity_flags_and_key_specs() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for (cmd, arity, flag, key_flags) in [
+        ("rl.gcra", "-5", "write", ["RW", "update"]),
+        ("rl.tokenbucket", "-5", "write", ["RW", "update"]),
+        ("rl.leakybucket", "-5", "write", ["RW", "update"]),
+        ("cl.throttle", "-5", "write", ["RW", "update"]),
+        ("rl.info", "2", "readonly", ["RO", "access"]),
+    ] {
+        let info = flat(&c.cmd(&["COMMAND", "INFO", cmd]));
+        assert_eq!(info[0], cmd);
+        assert_eq!(info[1], arity, "{cmd}: {info:?}");
+        assert!(info.contains(&flag.to_string()), "{cmd}: {info:?}");
+        assert!(info.contains(&"fast".to_string()), "{cmd}: {info:?}");
+        let spec = info.iter().position(|f| f == "flags").and_then(|_| {
+            info.windows(2)
+                .position(|w| w[0] == key_flags[0] && w[1] == key_flags[1])
+        });
+        assert!(
+            spec.is_some(),
+            "{cmd} key spec flags {key_flags:?}: {info:?}"
+        );
+    }
+    assert_eq!(
+        c.cmd(&[
+            "COMMAND", "GETKEYS", "RL.GCRA", "user:1", "10", "1", "1s", "COST", "2"
+        ]),
+        Reply::Array(vec![Reply::Bulk(b"user:1".to_vec())])
+    );
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "CL.THROTTLE", "u", "1", "1", "1"]),
+        Reply::Array(vec![Reply::Bulk(b"u".to_vec())])
+    );
+}
+
+#[test]
+fn command_docs_describe_every_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for cmd in [
+        "rl.gcra",
+        "rl.tokenbucket",
+        "rl.leakybucket",
+        "cl.throttle",
+        "rl.info",
+    ] {
+        let docs = flat(&c.cmd(&["COMMAND", "DOCS", cmd]));
+        let field = |name: &str| {
+            docs.iter()
+                .position(|d| d == name)
+                .map(|i| docs[i + 1].clone())
+        };
+        assert!(
+            field("summary").is_some_and(|s| s.len() > 10),
+            "{cmd}: {docs:?}"
+        );
+        assert_eq!(field("complexity").as_deref(), Some("O(1)"), "{cmd}");
+        assert!(
+            docs.windows(2)
+                .any(|w| w[0] == "module" && w[1] == "ratelimit"),
+            "{cmd}"
+        );
+        assert!(docs.contains(&"key".to_string()), "{cmd}: {docs:?}");
+    }
+    let gcra = flat(&c.cmd(&["COMMAND", "DOCS", "rl.gcra"]));
+    for token in ["COST", "PEEK", "BESTEFFORT", "DEDUP", "AT"] {
+        assert!(gcra.contains(&token.to_string()), "{token}: {gcra:?}");
+    }
+}
+
+#[test]
+fn info_counts_calls_granted_and_denied_per_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ints(&["RL.GCRA", "k", "2", "1", "1m"]);
+    c.ints(&["RL.GCRA", "k", "2", "1", "1m"]);
+    c.ints(&["RL.GCRA", "k", "2", "1", "1m"]);
+    c.ints(&["CL.THROTTLE", "t", "0", "1", "60"]);
+    c.err(&["RL.GCRA", "k", "0", "1", "1m"]);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl.gcra").as_deref(),
+        Some("calls=3,granted=2,denied=1")
+    );
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_cl.throttle")
+            .as_deref(),
+        Some("calls=1,granted=1,denied=0")
+    );
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl.tokenbucket")
+            .as_deref(),
+        Some("calls=0,granted=0,denied=0")
+    );
+}
+
+#[test]
+fn dedup_max_is_a_config_set_at_load_startup_or_runtime() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        flat(&c.cmd(&["CONFIG", "GET", "ratelimit.dedup-max"])),
+        ["ratelimit.dedup-max", "1000"]
+    );
+    c.ok(&["CONFIG", "SET", "ratelimit.dedup-max", "5"]);
+    assert_eq!(
+        flat(&c.cmd(&["CONFIG", "GET", "ratelimit.dedup-max"]))[1],
+        "5"
+    );
+    assert!(
+        c.err(&["CONFIG", "SET", "ratelimit.dedup-max", "2000000"])
+            .starts_with("ERR")
+    );
+    // Set at startup, as a line of redis.conf would (queued until the module loads).
+    let s = Server::start_with(&["--ratelimit.dedup-max", "7"]);
+    assert_eq!(
+        flat(&s.conn().cmd(&["CONFIG", "GET", "ratelimit.dedup-max"]))[1],
+        "7"
+    );
+}
+
+#[test]
+fn granted_calls_emit_keyspace_events() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // `d`: module key-type events (ours); `g`: generic ones (DEL).
+    c.ok(&["CONFIG", "SET", "notify-keyspace-events", "Kgd"]);
+    let mut sub = s.conn();
+    sub.ok(&["SUBSCRIBE", "__keyspace@0__:k"]);
+    c.ints(&["RL.GCRA", "k", "1", "1", "1m"]);
+    c.ints(&["RL.GCRA", "k", "1", "1", "1m"]); // denied: no event
+    c.ints(&["CL.THROTTLE", "k", "0", "1", "60", "0"]); // nothing charged: no event
+    c.ok(&["DEL", "k"]);
+    let event = |r: Reply| flat(&r).last().cloned().unwrap();
+    assert_eq!(event(sub.recv()), "rl.gcra");
+    assert_eq!(event(sub.recv()), "del");
+}

@@ -1,0 +1,214 @@
+//! Limiter state survives every way Redis stores or moves a key: DEBUG RELOAD, RDB restart, AOF
+//! (replayed commands, and rewrites with and without the RDB preamble), COPY, RENAME, MOVE and
+//! DUMP/RESTORE. "Survives" means the same bytes (`DEBUG DIGEST-VALUE`) and the same absolute
+//! expiry (`PEXPIRETIME`).
+
+mod common;
+use common::*;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn base_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    (now / 1000 + 3600) * 1000
+}
+
+/// Fill one key per algorithm with a few granted calls, DEDUP ids and a parameter change.
+fn fill(c: &mut Conn) -> Vec<String> {
+    let t = base_ms();
+    let mut keys = Vec::new();
+    for (i, cmd) in ["RL.GCRA", "RL.TOKENBUCKET", "RL.LEAKYBUCKET"]
+        .iter()
+        .enumerate()
+    {
+        let key = format!("{}:{i}", cmd.to_lowercase());
+        for step in 0..5u64 {
+            c.ints(&args![
+                cmd,
+                &key,
+                10,
+                3,
+                "1s",
+                "COST",
+                2,
+                "DEDUP",
+                step,
+                "AT",
+                t + step * 137
+            ]);
+        }
+        c.ints(&args![cmd, &key, 20, 7, "2s", "AT", t + 1000]);
+        keys.push(key);
+    }
+    c.ints(&["CL.THROTTLE", "cell", "5", "10", "60", "3"]);
+    keys.push("cell".into());
+    keys
+}
+
+/// `(digest, expire time)` of every key.
+fn snapshot(c: &mut Conn, keys: &[String]) -> Vec<(Reply, i64)> {
+    keys.iter()
+        .map(|k| {
+            let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", k.as_str()]);
+            let expiry = c.int(&["PEXPIRETIME", k.as_str()]);
+            assert!(expiry > 0, "{k} has no expiry");
+            (digest, expiry)
+        })
+        .collect()
+}
+
+fn wait_rewrite_done(c: &mut Conn) {
+    wait_until("AOF rewrite", Duration::from_secs(10), || {
+        c.info_field("persistence", "aof_rewrite_in_progress")
+            .as_deref()
+            == Some("0")
+            && c.info_field("persistence", "aof_rewrite_scheduled")
+                .as_deref()
+                == Some("0")
+    });
+}
+
+#[test]
+fn state_survives_debug_reload() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let before = snapshot(&mut c, &keys);
+    c.ok(&["DEBUG", "RELOAD"]);
+    assert_eq!(snapshot(&mut c, &keys), before);
+    // And it still decides: the GCRA key used 10 units at 3 per second (7 still pending at
+    // +1 s, kept as 7 units when the rate changed to 7 per 2 s), then 1 more: 12 of 20 left.
+    let t = base_ms();
+    assert_eq!(
+        c.ints(&args![
+            "RL.GCRA",
+            &keys[0],
+            20,
+            7,
+            "2s",
+            "COST",
+            0,
+            "AT",
+            t + 1000
+        ])[2],
+        12
+    );
+}
+
+#[test]
+fn state_survives_restart_from_rdb() {
+    let mut s = Server::start_with(&["--save", "3600 1"]);
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let before = snapshot(&mut c, &keys);
+    c.ok(&["SAVE"]);
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(snapshot(&mut c, &keys), before);
+}
+
+#[test]
+fn state_survives_aof_replay_of_commands() {
+    // No rewrite: the AOF holds the commands as propagated (with their resolved AT), and a
+    // restart replays them into the same state, even though the clock has moved.
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let before = snapshot(&mut c, &keys);
+    drop(c);
+    std::thread::sleep(Duration::from_millis(20));
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(snapshot(&mut c, &keys), before);
+}
+
+fn aof_rewrite_round_trip(preamble: &str) {
+    let s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let before = snapshot(&mut c, &keys);
+    wait_rewrite_done(&mut c);
+    c.ok(&["BGREWRITEAOF"]);
+    wait_rewrite_done(&mut c);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(snapshot(&mut c, &keys), before);
+    // Traffic after the rewrite lands in the incremental file and replays too.
+    let t = base_ms();
+    c.ints(&args!["RL.GCRA", &keys[0], 20, 7, "2s", "AT", t + 2000]);
+    let after = snapshot(&mut c, &keys);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(snapshot(&mut c, &keys), after);
+}
+
+#[test]
+fn state_survives_aof_rewrite_without_rdb_preamble() {
+    aof_rewrite_round_trip("no");
+}
+
+#[test]
+fn state_survives_aof_rewrite_with_rdb_preamble() {
+    aof_rewrite_round_trip("yes");
+}
+
+#[test]
+fn state_moves_with_copy_rename_move_and_dump() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let before = snapshot(&mut c, &keys);
+    let (digest, expiry) = before[0].clone();
+    let k = keys[0].as_str();
+
+    assert_eq!(c.int(&["COPY", k, "copied"]), 1);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "copied"]), digest);
+    assert_eq!(c.int(&["PEXPIRETIME", "copied"]), expiry);
+
+    c.ok(&["RENAME", "copied", "renamed"]);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "renamed"]), digest);
+    assert_eq!(c.int(&["PEXPIRETIME", "renamed"]), expiry);
+
+    assert_eq!(c.int(&["MOVE", "renamed", "1"]), 1);
+    c.ok(&["SELECT", "1"]);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "renamed"]), digest);
+    c.ok(&["SELECT", "0"]);
+
+    let dump = c.ok(&["DUMP", k]);
+    let payload = dump.as_bytes().unwrap().to_vec();
+    // The digest counts whether a key has an expiry, so restore it with one.
+    c.ok(&args!["RESTORE", "restored", expiry, payload, "ABSTTL"]);
+    assert_eq!(c.int(&["PEXPIRETIME", "restored"]), expiry);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "restored"]), digest);
+    // The copy is independent of the original.
+    let t = base_ms();
+    c.ints(&args!["RL.GCRA", k, 20, 7, "2s", "COST", 5, "AT", t + 1000]);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "restored"]), digest);
+    assert_ne!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), digest);
+}
+
+#[test]
+fn restore_command_rejects_bad_payloads_without_touching_the_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let k = keys[0].as_str();
+    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", k]);
+    for bad in [
+        &b""[..],
+        b"\x01",
+        b"\x01\x01",
+        b"\x09\x01\x00",
+        &[0xff; 300],
+    ] {
+        assert_eq!(
+            c.err(&args!["RL._RESTORE", k, bad.to_vec()]),
+            "ERR invalid rate limiter payload"
+        );
+    }
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), before);
+    c.ok(&["SET", "str", "x"]);
+    assert_eq!(c.int(&["EXISTS", "nothing"]), 0);
+}

@@ -1,0 +1,157 @@
+//! A replica ends with exactly the master's state even though the master's clock moved: granted
+//! calls propagate as deterministic commands (with the resolved `AT`), never verbatim; denied,
+//! PEEK and COST 0 calls propagate nothing.
+
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+/// A small deterministic generator, so a failure replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One random limiter call on one of a few keys, on the server's own clock.
+fn random_call(c: &mut Conn, rng: &mut Rng) {
+    let key = format!("k{}", rng.below(6));
+    let burst = 3 + rng.below(3);
+    let rate = 50 + rng.below(50);
+    let cost = rng.below(4);
+    let mut cmd = match rng.below(4) {
+        0 => args!["RL.GCRA", &key, burst, rate, "1s", "COST", cost].to_vec(),
+        1 => args!["RL.TOKENBUCKET", &key, burst, rate, "1s", "COST", cost].to_vec(),
+        2 => args!["RL.LEAKYBUCKET", &key, burst, rate, "1s", "COST", cost].to_vec(),
+        _ => args!["CL.THROTTLE", &key, burst, rate, 1, cost].to_vec(),
+    };
+    if !cmd[0].starts_with(b"CL") {
+        match rng.below(6) {
+            0 => cmd.push(b"PEEK".to_vec()),
+            1 => cmd.push(b"BESTEFFORT".to_vec()),
+            2 => cmd.extend([b"DEDUP".to_vec(), rng.below(3).to_string().into_bytes()]),
+            _ => {}
+        }
+    }
+    // Another algorithm on the same key is a WRONGTYPE error: fine, it must write nothing.
+    let _ = c.cmd(&cmd);
+}
+
+fn keys(c: &mut Conn) -> Vec<String> {
+    let Reply::Array(items) = c.ok(&["KEYS", "*"]) else {
+        panic!("KEYS")
+    };
+    let mut keys: Vec<String> = items.iter().map(|k| k.as_str().unwrap()).collect();
+    keys.sort();
+    keys
+}
+
+fn assert_same_state(master: &Server, replica: &Server) {
+    wait_replica_synced(master, replica);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let names = keys(&mut m);
+    assert!(!names.is_empty());
+    assert_eq!(keys(&mut r), names);
+    for k in &names {
+        let k = k.as_str();
+        assert_eq!(
+            m.cmd(&["DEBUG", "DIGEST-VALUE", k]),
+            r.cmd(&["DEBUG", "DIGEST-VALUE", k]),
+            "digest of {k}"
+        );
+        assert_eq!(
+            m.int(&["PEXPIRETIME", k]),
+            r.int(&["PEXPIRETIME", k]),
+            "expiry of {k}"
+        );
+        assert_eq!(
+            m.cmd(&["RL.INFO", k]).as_array().map(|a| a[..8].to_vec()),
+            r.cmd(&["RL.INFO", k]).as_array().map(|a| a[..8].to_vec())
+        );
+    }
+    assert_eq!(m.cmd(&["DEBUG", "DIGEST"]), r.cmd(&["DEBUG", "DIGEST"]));
+}
+
+#[test]
+fn replica_matches_master_under_random_traffic_while_held_back() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let mut hold = replica.conn();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..8 {
+        // The replica sleeps while the master takes traffic and its clock moves on.
+        hold.send(&["DEBUG", "SLEEP", "0.1"]);
+        for _ in 0..150 {
+            random_call(&mut m, &mut rng);
+        }
+        std::thread::sleep(Duration::from_millis(5 + round * 7));
+        assert_eq!(hold.recv(), Reply::Simple("OK".into()));
+    }
+    assert_same_state(&master, &replica);
+}
+
+#[test]
+fn denied_peek_and_cost_zero_propagate_nothing() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    m.ints(&["RL.GCRA", "k", "2", "1", "1m", "COST", "2"]);
+    wait_replica_synced(&master, &replica);
+    let offset = m.info_field("replication", "master_repl_offset");
+    for cmd in [
+        &["RL.GCRA", "k", "2", "1", "1m"][..],
+        &["RL.GCRA", "k", "2", "1", "1m", "PEEK"],
+        &["RL.GCRA", "k", "2", "1", "1m", "COST", "0"],
+        &["RL.GCRA", "fresh", "2", "1", "1m", "PEEK"],
+        &["RL.GCRA", "k", "x", "1", "1m"],
+        &["CL.THROTTLE", "k", "1", "1", "60"],
+        &["RL.INFO", "k"],
+    ] {
+        m.cmd(cmd);
+    }
+    assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
+    assert_eq!(m.int(&["EXISTS", "fresh"]), 0);
+}
+
+#[test]
+fn replica_refuses_writes_and_answers_info() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    master.conn().ints(&["CL.THROTTLE", "c", "5", "10", "60"]);
+    assert_same_state(&master, &replica);
+    let mut r = replica.conn();
+    assert!(
+        r.err(&["RL.GCRA", "c", "6", "10", "60s"])
+            .starts_with("READONLY")
+    );
+    assert_eq!(
+        r.cmd(&["RL.INFO", "c"]).as_array().unwrap()[1],
+        Reply::Bulk(b"gcra".to_vec())
+    );
+}
+
+#[test]
+fn chained_replica_matches_too() {
+    let master = Server::start();
+    let middle = Server::replica_of(&master);
+    let leaf = Server::replica_of(&middle);
+    let mut m = master.conn();
+    let mut rng = Rng(42);
+    for _ in 0..200 {
+        random_call(&mut m, &mut rng);
+    }
+    assert_same_state(&master, &middle);
+    wait_replica_synced(&middle, &leaf);
+    assert_same_state(&master, &leaf);
+}
