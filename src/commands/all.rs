@@ -40,23 +40,28 @@ const LIMITERS: &[LimiterSyntax] = &[
         command: b"rl.gcra",
         positional: 3,
         options: &[],
-        parse: |a| GcraCommand::parse(a).map(|p| AnyParams::Gcra(p.params)),
+        parse: spec_of::<GcraCommand>,
     },
     LimiterSyntax {
         name: b"TOKENBUCKET",
         command: b"rl.tokenbucket",
         positional: 3,
         options: &[],
-        parse: |a| TokenBucketCommand::parse(a).map(|p| AnyParams::TokenBucket(p.params)),
+        parse: spec_of::<TokenBucketCommand>,
     },
     LimiterSyntax {
         name: b"LEAKYBUCKET",
         command: b"rl.leakybucket",
         positional: 3,
         options: &[],
-        parse: |a| LeakyBucketCommand::parse(a).map(|p| AnyParams::LeakyBucket(p.params)),
+        parse: spec_of::<LeakyBucketCommand>,
     },
 ];
+
+/// Parse one limiter with its own command's parser.
+fn spec_of<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
+    C::parse(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
+}
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -200,7 +205,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::gcra::GcraParams;
+    use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::token_bucket::TokenBucket;
 
     fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
@@ -231,8 +237,8 @@ mod tests {
         assert_eq!(
             p.specs,
             [
-                AnyParams::Gcra(GcraParams::new(10, 1, 1_000_000).unwrap()),
-                AnyParams::TokenBucket(GcraParams::new(5, 2, 60_000_000).unwrap()),
+                AnyParams::of::<Gcra>(&GcraParams::new(10, 1, 1_000_000).unwrap()),
+                AnyParams::of::<TokenBucket>(&GcraParams::new(5, 2, 60_000_000).unwrap()),
             ]
         );
         assert_eq!(p.opts.cost, 2);

@@ -86,6 +86,8 @@ macro_rules! dispatch {
     };
 }
 
+pub(crate) use dispatch;
+
 /// The whole value of a limiter key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimiterState {
