@@ -8,8 +8,10 @@
 use redis_module::{Context, NotifyEvent, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
+use crate::commands::fixed::FixedCommand;
 use crate::commands::gcra::GcraCommand;
 use crate::commands::leaky_bucket::LeakyBucketCommand;
+use crate::commands::sliding_counter::SlidingCounterCommand;
 use crate::commands::token_bucket::TokenBucketCommand;
 use crate::commands::{LimiterCommand, limiter_reply, replicate_with_at};
 use crate::config;
@@ -55,6 +57,20 @@ const LIMITERS: &[LimiterSyntax] = &[
         positional: 3,
         options: &[],
         parse: spec_of::<LeakyBucketCommand>,
+    },
+    LimiterSyntax {
+        name: b"FIXED",
+        command: b"rl.fixed",
+        positional: 2,
+        options: &[b"OFFSET"],
+        parse: spec_of::<FixedCommand>,
+    },
+    LimiterSyntax {
+        name: b"SLIDINGCOUNTER",
+        command: b"rl.slidingcounter",
+        positional: 2,
+        options: &[],
+        parse: spec_of::<SlidingCounterCommand>,
     },
 ];
 
@@ -205,7 +221,9 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::token_bucket::TokenBucket;
 
     fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
@@ -242,6 +260,48 @@ mod tests {
             ]
         );
         assert_eq!(p.opts.cost, 2);
+    }
+
+    #[test]
+    fn all_parses_fixed_with_its_offset_and_slidingcounter() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "FIXED",
+            "10",
+            "1h",
+            "offset",
+            "15m",
+            "slidingcounter",
+            "100",
+            "1m",
+            "PEEK",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::of::<Fixed>(&FixedParams::new(10, 3_600_000_000, 900_000_000).unwrap()),
+                AnyParams::of::<SlidingCounter>(
+                    &SlidingCounterParams::new(100, 60_000_000).unwrap()
+                ),
+            ]
+        );
+        assert!(p.opts.peek);
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET"]).unwrap_err(),
+            "ERR syntax error, FIXED needs its positional arguments"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET", "x"]).unwrap_err(),
+            "ERR invalid duration 'x' for OFFSET"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "SLIDINGCOUNTER", "10"]).unwrap_err(),
+            "ERR syntax error, SLIDINGCOUNTER needs its positional arguments"
+        );
     }
 
     #[test]
