@@ -331,9 +331,9 @@ pub fn check_info(spec: &Spec) {
     assert_eq!(c.cmd(&["TYPE", "k"]), Reply::Simple("ratelimit".into()));
 }
 
-/// Fill a few keys with granted calls, DEDUP ids and a parameter change, all at `AT` times.
-fn fill(c: &mut Conn, spec: &Spec) -> Vec<String> {
-    let t = base_ms();
+/// Fill a few keys with granted calls, DEDUP ids and a parameter change, all at `AT` times
+/// from `t`.
+fn fill(c: &mut Conn, spec: &Spec, t: u64) -> Vec<String> {
     let mut keys = Vec::new();
     for i in 0..3u64 {
         let key = format!("{}:{i}", spec.command.to_lowercase());
@@ -353,9 +353,9 @@ fn fill(c: &mut Conn, spec: &Spec) -> Vec<String> {
     keys
 }
 
-/// `(digest, expiry, state)` of every key, the state as a `PEEK COST 0` at a fixed time.
-fn snapshot(c: &mut Conn, spec: &Spec, keys: &[String]) -> Vec<(Reply, i64, Vec<i64>)> {
-    let at = base_ms() + 1500;
+/// `(digest, expiry, state)` of every key, the state as a `PEEK COST 0` at `t` + 1.5 s.
+fn snapshot(c: &mut Conn, spec: &Spec, keys: &[String], t: u64) -> Vec<(Reply, i64, Vec<i64>)> {
+    let at = t + 1500;
     keys.iter()
         .map(|k| {
             let expiry = c.int(&["PEXPIRETIME", k.as_str()]);
@@ -387,10 +387,11 @@ fn wait_rewrite_done(c: &mut Conn) {
 pub fn check_debug_reload(spec: &Spec) {
     let s = Server::start();
     let mut c = s.conn();
-    let keys = fill(&mut c, spec);
-    let before = snapshot(&mut c, spec, &keys);
+    let t = base_ms();
+    let keys = fill(&mut c, spec, t);
+    let before = snapshot(&mut c, spec, &keys, t);
     c.ok(&["DEBUG", "RELOAD"]);
-    assert_eq!(snapshot(&mut c, spec, &keys), before);
+    assert_eq!(snapshot(&mut c, spec, &keys, t), before);
 }
 
 /// The state survives an AOF rewrite (`preamble`: `yes` stores it as RDB, `no` as RL._RESTORE
@@ -398,15 +399,15 @@ pub fn check_debug_reload(spec: &Spec) {
 pub fn check_aof_rewrite(spec: &Spec, preamble: &str) {
     let s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
     let mut c = s.conn();
-    let keys = fill(&mut c, spec);
-    let before = snapshot(&mut c, spec, &keys);
+    let t = base_ms();
+    let keys = fill(&mut c, spec, t);
+    let before = snapshot(&mut c, spec, &keys, t);
     wait_rewrite_done(&mut c);
     c.ok(&["BGREWRITEAOF"]);
     wait_rewrite_done(&mut c);
     c.ok(&["DEBUG", "LOADAOF"]);
-    assert_eq!(snapshot(&mut c, spec, &keys), before);
+    assert_eq!(snapshot(&mut c, spec, &keys, t), before);
     // Traffic after the rewrite is in the incremental file, with its resolved AT.
-    let t = base_ms();
     for (i, k) in keys.iter().enumerate() {
         c.ints(&command(
             spec,
@@ -416,34 +417,36 @@ pub fn check_aof_rewrite(spec: &Spec, preamble: &str) {
             Some(t + 1200 + i as u64),
         ));
     }
-    let after = snapshot(&mut c, spec, &keys);
+    let after = snapshot(&mut c, spec, &keys, t);
     assert_ne!(after, before);
     c.ok(&["DEBUG", "LOADAOF"]);
-    assert_eq!(snapshot(&mut c, spec, &keys), after);
+    assert_eq!(snapshot(&mut c, spec, &keys, t), after);
 }
 
 /// The state survives a restart on the same dir, from the RDB file and from the AOF.
 pub fn check_restart(spec: &Spec) {
     let mut s = Server::start_with(&["--save", "3600 1"]);
     let mut c = s.conn();
-    let keys = fill(&mut c, spec);
-    let before = snapshot(&mut c, spec, &keys);
+    let t = base_ms();
+    let keys = fill(&mut c, spec, t);
+    let before = snapshot(&mut c, spec, &keys, t);
     c.ok(&["SAVE"]);
     drop(c);
     s.restart();
     let mut c = s.conn();
-    assert_eq!(snapshot(&mut c, spec, &keys), before);
+    assert_eq!(snapshot(&mut c, spec, &keys, t), before);
     drop(c);
 
     let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut c = s.conn();
-    let keys = fill(&mut c, spec);
-    let before = snapshot(&mut c, spec, &keys);
+    let t = base_ms();
+    let keys = fill(&mut c, spec, t);
+    let before = snapshot(&mut c, spec, &keys, t);
     drop(c);
     std::thread::sleep(Duration::from_millis(20));
     s.restart();
     let mut c = s.conn();
-    assert_eq!(snapshot(&mut c, spec, &keys), before);
+    assert_eq!(snapshot(&mut c, spec, &keys, t), before);
 }
 
 /// A small deterministic generator, so a failure replays.
