@@ -199,3 +199,53 @@ fn fixed_survives_restart() {
 fn fixed_replica_matches_a_master_whose_clock_moved() {
     suite::check_replication(&SPEC);
 }
+
+#[test]
+fn fixed_and_slidingcounter_combine_in_rl_all() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let all = |c: &mut Conn, extra: &[&str]| {
+        let mut cmd = args![
+            "RL.ALL",
+            2,
+            "{u}:f",
+            "{u}:s",
+            "FIXED",
+            3,
+            "1s",
+            "OFFSET",
+            0,
+            "SLIDINGCOUNTER",
+            5,
+            "1s",
+            "AT",
+            t
+        ]
+        .to_vec();
+        cmd.extend(extra.iter().map(|e| e.as_bytes().to_vec()));
+        c.ints(&cmd)
+    };
+    // The tightest limiter (FIXED, 2 left of 3) speaks; reset is the later of the two.
+    assert_eq!(all(&mut c, &[]), [1, 3, 2, 0, 2000]);
+    assert_eq!(all(&mut c, &["COST", "2"]), [2, 3, 0, 0, 2000]);
+    // FIXED denies: nothing is charged to the sliding counter.
+    assert_eq!(all(&mut c, &[]), [0, 3, 0, 1000, 2000]);
+    assert_eq!(
+        c.ints(&args![
+            "RL.SLIDINGCOUNTER",
+            "{u}:s",
+            5,
+            "1s",
+            "COST",
+            0,
+            "AT",
+            t
+        ]),
+        [0, 5, 2, 0, 2000]
+    );
+    assert_eq!(
+        c.ints(&args!["RL.FIXED", "{u}:f", 3, "1s", "COST", 0, "AT", t]),
+        [0, 3, 0, 0, 1000]
+    );
+}
