@@ -5,7 +5,7 @@
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
 //! exactly those of the single-limiter commands.
 
-use redis_module::{Context, NotifyEvent, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::fixed::FixedCommand;
@@ -21,10 +21,8 @@ use crate::core::time::expiry_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::notify::notify;
 use crate::stats;
-
-/// The registered name.
-pub const NAME: &str = "rl.all";
 
 /// How to read one limiter: its name in RL.ALL, its command, how many positional arguments it
 /// takes, its own options (each with one value), and its parser.
@@ -206,10 +204,10 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     drop(keys);
     if wrote {
-        replicate_with_at(ctx, NAME, &bytes, parsed.opts.at_index, now);
+        replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
         for (name, write) in names.iter().zip(&outcome.writes) {
             if write.is_some() {
-                ctx.notify_keyspace_event(NotifyEvent::MODULE, NAME, name);
+                notify(ctx, c"rl.all", name);
             }
         }
     }

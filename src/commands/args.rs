@@ -175,9 +175,42 @@ pub fn at_time(token: &[u8]) -> Result<Micros, RlError> {
         .ok_or_else(invalid)
 }
 
+/// Room for any `AT` rendered by [`format_at_into`].
+pub const AT_BUF: usize = 32;
+
+/// Render a time for `AT`, exact to the microsecond (`1700000000123.045`), into `buf`, without
+/// allocating (it is on the path of every replicated call).
+pub fn format_at_into(us: Micros, buf: &mut [u8; AT_BUF]) -> &[u8] {
+    // Written backwards from the end: three fraction digits, the dot, then the milliseconds.
+    let digit = |n: u64| b'0'.wrapping_add((n % 10) as u8);
+    let mut pos = AT_BUF;
+    let mut frac = us % US_PER_MS;
+    for i in 0..4 {
+        pos = pos.saturating_sub(1);
+        let c = if i == 3 { b'.' } else { digit(frac) };
+        frac /= 10;
+        if let Some(slot) = buf.get_mut(pos) {
+            *slot = c;
+        }
+    }
+    let mut ms = us / US_PER_MS;
+    loop {
+        pos = pos.saturating_sub(1);
+        if let Some(slot) = buf.get_mut(pos) {
+            *slot = digit(ms);
+        }
+        ms /= 10;
+        if ms == 0 {
+            break;
+        }
+    }
+    buf.get(pos..).unwrap_or_default()
+}
+
 /// Render a time for `AT`, exact to the microsecond.
 pub fn format_at(us: Micros) -> String {
-    format!("{}.{:03}", us / US_PER_MS, us % US_PER_MS)
+    let mut buf = [0u8; AT_BUF];
+    String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
 /// The shared options of every limiter command.
@@ -364,6 +397,8 @@ mod tests {
             assert!(at_time(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         assert_eq!(format_at(1_700_000_000_123_045), "1700000000123.045");
+        assert_eq!(format_at(0), "0.000");
+        assert_eq!(format_at(u64::MAX), "18446744073709551.615");
         assert_eq!(
             at_time(format_at(1_700_000_000_123_045).as_bytes()).unwrap(),
             1_700_000_000_123_045

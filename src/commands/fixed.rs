@@ -1,5 +1,7 @@
 //! RL.FIXED key limit window [OFFSET d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, duration_or_zero, positive};
@@ -15,6 +17,7 @@ pub struct FixedCommand;
 impl LimiterCommand for FixedCommand {
     type Algo = Fixed;
     const NAME: &'static str = "rl.fixed";
+    const EVENT: &'static CStr = c"rl.fixed";
 
     fn stats() -> &'static CommandStats {
         &stats::FIXED

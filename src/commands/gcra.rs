@@ -1,5 +1,7 @@
 //! RL.GCRA key burst rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, positive};
@@ -14,6 +16,7 @@ pub struct GcraCommand;
 impl LimiterCommand for GcraCommand {
     type Algo = Gcra;
     const NAME: &'static str = "rl.gcra";
+    const EVENT: &'static CStr = c"rl.gcra";
 
     fn stats() -> &'static CommandStats {
         &stats::GCRA

@@ -46,5 +46,5 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         RedisValue::Integer(i64::try_from(state.dedup.len()).unwrap_or(i64::MAX)),
     ));
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
-    Ok(reply::fields(ctx, is_resp3(ctx), true, fields))
+    Ok(reply::fields(ctx, is_resp3(ctx), true, fields.into_iter()))
 }

@@ -1,5 +1,7 @@
 //! RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, positive};
@@ -15,6 +17,7 @@ pub struct LeakyBucketCommand;
 impl LimiterCommand for LeakyBucketCommand {
     type Algo = LeakyBucket;
     const NAME: &'static str = "rl.leakybucket";
+    const EVENT: &'static CStr = c"rl.leakybucket";
 
     fn stats() -> &'static CommandStats {
         &stats::LEAKYBUCKET

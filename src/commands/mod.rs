@@ -34,16 +34,20 @@ pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;
 
-use redis_module::{Context, ContextFlags, NotifyEvent, RedisResult, RedisString, RedisValue};
+use std::ffi::CStr;
 
-use crate::commands::args::{Options, format_at};
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
 use crate::core::Micros;
 use crate::core::limiter::{self, Algorithm, Decision, Verdict, Write};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
+use crate::ffi;
 use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::notify::notify;
 use crate::ffi::reply;
 use crate::stats::CommandStats;
 
@@ -59,8 +63,11 @@ pub trait LimiterCommand {
     /// The algorithm behind the command.
     type Algo: Algorithm;
 
-    /// The registered (lower-case) name, also the keyspace event name.
+    /// The registered (lower-case) name.
     const NAME: &'static str;
+
+    /// The name as a C string: the keyspace event a write fires, and the command replicated.
+    const EVENT: &'static CStr;
 
     /// The command's counters.
     fn stats() -> &'static CommandStats;
@@ -74,8 +81,8 @@ pub trait LimiterCommand {
     /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
     /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
     /// depends on the master's clock). O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, args: &[&[u8]], opts: &Options, now: Micros) {
-        replicate_with_at(ctx, Self::NAME, args, opts.at_index, now);
+    fn replicate(ctx: &Context, args: &[RedisString], opts: &Options, now: Micros) {
+        replicate_with_at(ctx, Self::EVENT, args, opts.at_index, now);
     }
 
     /// The reply to send for `decision` (`verdict` has the exact, unrounded values).
@@ -86,24 +93,28 @@ pub trait LimiterCommand {
 
 /// Propagate command `name` with `args` (minus `args[0]` and any `AT t` pair at `at_index`) and
 /// `AT <now>`: the deterministic form of a call whose result depended on the clock.
+///
+/// The call's own argument strings are passed on as they are; only `AT` and the time are new.
 pub fn replicate_with_at(
     ctx: &Context,
-    name: &str,
-    args: &[&[u8]],
+    name: &CStr,
+    args: &[RedisString],
     at_index: Option<usize>,
     now: Micros,
 ) {
-    let at = format_at(now);
-    let mut out: Vec<&[u8]> = Vec::with_capacity(args.len().saturating_add(2));
+    let mut buf = [0u8; AT_BUF];
+    let at_kw = RedisString::create_from_slice(ctx.ctx, b"AT");
+    let at = RedisString::create_from_slice(ctx.ctx, format_at_into(now, &mut buf));
+    let mut out: Vec<&RedisString> = Vec::with_capacity(args.len().saturating_add(2));
     for (i, arg) in args.iter().enumerate().skip(1) {
         let is_at = at_index.is_some_and(|s| i == s || i == s.saturating_add(1));
         if !is_at {
             out.push(arg);
         }
     }
-    out.push(b"AT");
-    out.push(at.as_bytes());
-    ctx.replicate(name, out.as_slice());
+    out.push(&at_kw);
+    out.push(&at);
+    ffi::replicate::replicate(ctx, name, &out);
 }
 
 /// Does the calling client speak RESP3?
@@ -113,12 +124,12 @@ pub fn is_resp3(ctx: &Context) -> bool {
 
 /// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
-    reply::fields(ctx, is_resp3(ctx), false, decision_fields(d))
+    reply::fields(ctx, is_resp3(ctx), false, decision_fields(d).into_iter())
 }
 
 /// The limiter reply's names and values, in order.
-pub fn decision_fields(d: &Decision) -> Vec<(&'static str, RedisValue)> {
-    vec![
+pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
+    [
         ("granted", RedisValue::Integer(d.granted)),
         ("limit", RedisValue::Integer(d.limit)),
         ("remaining", RedisValue::Integer(d.remaining)),
@@ -158,8 +169,8 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     if wrote {
         key.set_expire_at(expiry_ms(outcome.expires_at));
         drop(key);
-        C::replicate(ctx, &bytes, &parsed.opts, now);
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, C::NAME, key_name);
+        C::replicate(ctx, &args, &parsed.opts, now);
+        notify(ctx, C::EVENT, key_name);
     }
     let d = &outcome.decision;
     C::stats().record(d.granted > 0 || req.cost == 0);

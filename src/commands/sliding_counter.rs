@@ -1,5 +1,7 @@
 //! RL.SLIDINGCOUNTER key limit window [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, positive};
@@ -14,6 +16,7 @@ pub struct SlidingCounterCommand;
 impl LimiterCommand for SlidingCounterCommand {
     type Algo = SlidingCounter;
     const NAME: &'static str = "rl.slidingcounter";
+    const EVENT: &'static CStr = c"rl.slidingcounter";
 
     fn stats() -> &'static CommandStats {
         &stats::SLIDINGCOUNTER

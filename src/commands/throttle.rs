@@ -6,6 +6,8 @@
 //! milliseconds, then up to the next second). It runs RL.GCRA with `burst = max_burst + 1` on the
 //! same kind of key, so a limiter can be moved between the two commands.
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, format_at, non_negative, positive};
@@ -29,6 +31,7 @@ fn cell_seconds(us: Micros) -> i64 {
 impl LimiterCommand for ThrottleCommand {
     type Algo = Gcra;
     const NAME: &'static str = "cl.throttle";
+    const EVENT: &'static CStr = c"cl.throttle";
 
     fn stats() -> &'static CommandStats {
         &stats::THROTTLE
@@ -59,17 +62,18 @@ impl LimiterCommand for ThrottleCommand {
     }
 
     /// Replicated as the equivalent RL.GCRA call, which carries `AT`.
-    fn replicate(ctx: &Context, args: &[&[u8]], opts: &Options, now: Micros) {
+    fn replicate(ctx: &Context, args: &[RedisString], opts: &Options, now: Micros) {
         let (Some(key), Some(burst), Some(count), Some(period)) =
             (args.get(1), args.get(2), args.get(3), args.get(4))
         else {
             return;
         };
-        let burst = crate::commands::args::parse_u64(burst)
+        let (key, count, period) = (key.as_slice(), count.as_slice(), period.as_slice());
+        let burst = crate::commands::args::parse_u64(burst.as_slice())
             .and_then(|b| b.checked_add(1))
             .unwrap_or(1)
             .to_string();
-        let period = [*period, b"s"].concat();
+        let period = [period, b"s"].concat();
         let cost = opts.cost.to_string();
         let at = format_at(now);
         let out: [&[u8]; 8] = [

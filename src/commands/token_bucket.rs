@@ -1,5 +1,7 @@
 //! RL.TOKENBUCKET key capacity refill period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use std::ffi::CStr;
+
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, duration, positive};
@@ -15,6 +17,7 @@ pub struct TokenBucketCommand;
 impl LimiterCommand for TokenBucketCommand {
     type Algo = TokenBucket;
     const NAME: &'static str = "rl.tokenbucket";
+    const EVENT: &'static CStr = c"rl.tokenbucket";
 
     fn stats() -> &'static CommandStats {
         &stats::TOKENBUCKET

@@ -12,7 +12,7 @@ pub fn fields(
     ctx: &Context,
     resp3: bool,
     flat_keys: bool,
-    fields: Vec<(&'static str, RedisValue)>,
+    fields: impl ExactSizeIterator<Item = (&'static str, RedisValue)>,
 ) -> RedisValue {
     let len = c_long::try_from(fields.len()).unwrap_or(0);
     if resp3 {
