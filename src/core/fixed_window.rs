@@ -227,40 +227,11 @@ mod tests {
 
     const MINUTE: u64 = 60 * US_PER_SEC;
 
-    /// A row's expected retry: 0 = granted, -1 = never, else µs.
-    fn retry(us: i64) -> Retry {
-        match us {
-            0 => Retry::Granted,
-            -1 => Retry::Never,
-            us => Retry::After(us as u64),
-        }
-    }
-
-    /// Run `rows` on one key: (µs after T0, cost, BESTEFFORT, granted, remaining, retry, reset).
-    fn run_table(params: &FixedParams, rows: &[(u64, u64, bool, u64, u64, i64, u64)]) {
-        let mut key = Key::default();
-        for (i, &(t, cost, be, granted, remaining, retry_us, reset)) in rows.iter().enumerate() {
-            let req = Request {
-                best_effort: be,
-                ..Request::new(cost, T0 + t)
-            };
-            let v = key.call::<Fixed>(params, &req).verdict;
-            let want = Verdict {
-                granted,
-                limit: params.limit(),
-                remaining,
-                retry: retry(retry_us),
-                reset_after: reset,
-            };
-            assert_eq!(v, want, "row {i}");
-        }
-    }
-
     #[test]
     fn fixed_counts_per_window_and_resets_at_its_end() {
         let params = FixedParams::new(3, US_PER_SEC, 0).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs       cost  BE     granted rem  retry µs  reset µs
             (0,           1,    false, 1,      2,   0,        1_000_000),
             (250_000,     2,    false, 2,      0,   0,        750_000),
@@ -274,7 +245,7 @@ mod tests {
             // A clock step back is evaluated at the last update, in the same window.
             (3_000_000,   2,    false, 2,      0,   0,        300_000),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<Fixed>(&params, params.limit(), rows);
     }
 
     #[test]
@@ -282,13 +253,13 @@ mod tests {
         // T0 is 22:13:20 UTC; hourly windows at a quarter past end at 22:15.
         let quarter = FixedParams::new(2, 60 * MINUTE, 15 * MINUTE).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs              cost  BE     granted rem  retry µs        reset µs
             (0,                  2,    false, 2,      0,   0,              100 * US_PER_SEC),
             (99_999_999,         1,    false, 0,      0,   1,              1),
             (100_000_000,        1,    false, 1,      1,   0,              60 * MINUTE),
         ];
-        run_table(&quarter, &rows);
+        testkit::run_table::<Fixed>(&quarter, quarter.limit(), rows);
         // An offset of a window or more shifts the windows as its remainder does.
         assert_eq!(FixedParams::new(2, 60 * MINUTE, 75 * MINUTE), Ok(quarter));
         assert_eq!(
@@ -475,16 +446,7 @@ mod tests {
         fn fixed_state_round_trips_through_the_codec(
             steps in testkit::steps(1_000_000, 6, 5),
         ) {
-            let params = param_sets();
-            let mut key = Key::default();
-            let mut now = T0;
-            for s in &steps {
-                now = now.saturating_add_signed(s.dt);
-                key.take::<Fixed>(&params[s.params], now, s.cost);
-                if let Some(state) = &key.state {
-                    prop_assert_eq!(codec::decode(&codec::encode(state)), Some(state.clone()));
-                }
-            }
+            testkit::check_codec_round_trip::<Fixed>(&param_sets(), &steps);
         }
     }
 

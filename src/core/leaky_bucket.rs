@@ -89,45 +89,15 @@ mod tests {
 
     use super::*;
     use crate::core::codec;
-    use crate::core::limiter::Request;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
-
-    /// A row's expected retry: 0 = granted with no wait, -1 = never, else µs.
-    fn retry(us: i64) -> Retry {
-        match us {
-            0 => Retry::Granted,
-            -1 => Retry::Never,
-            us => Retry::After(us as u64),
-        }
-    }
-
-    /// Run `rows` on one key: (µs after T0, cost, BESTEFFORT, granted, remaining, retry, reset).
-    fn run_table(params: &GcraParams, rows: &[(u64, u64, bool, u64, u64, i64, u64)]) {
-        let mut key = Key::default();
-        for (i, &(t, cost, be, granted, remaining, retry_us, reset)) in rows.iter().enumerate() {
-            let req = Request {
-                best_effort: be,
-                ..Request::new(cost, T0 + t)
-            };
-            let v = key.call::<LeakyBucket>(params, &req).verdict;
-            let want = Verdict {
-                granted,
-                limit: params.burst(),
-                remaining,
-                retry: retry(retry_us),
-                reset_after: reset,
-            };
-            assert_eq!(v, want, "row {i}");
-        }
-    }
 
     #[test]
     fn leaky_bucket_queues_at_the_outflow_rate() {
         // Capacity 3, draining one unit a second: a granted call's retry is its queue delay.
         let params = GcraParams::new(3, 1, US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs        cost  BE     granted rem  retry µs    reset µs
             (0,            1,    false, 1,      2,   0,          1_000_000),
             (0,            1,    false, 1,      1,   1_000_000,  2_000_000),
@@ -143,7 +113,7 @@ mod tests {
             (10_000_000,   2,    false, 2,      1,   0,          2_000_000),
             (10_250_000,   1,    false, 1,      0,   1_750_000,  2_750_000),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<LeakyBucket>(&params, params.burst(), rows);
     }
 
     #[test]
@@ -151,7 +121,7 @@ mod tests {
         // 3 units a second leave every 333 333⅓ µs: queue delays never drift.
         let params = GcraParams::new(10, 3, US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs     cost  BE     granted rem  retry µs    reset µs
             (0,         1,    false, 1,      9,   0,          333_334),
             (0,         1,    false, 1,      8,   333_334,    666_667),
@@ -159,7 +129,7 @@ mod tests {
             (0,         1,    false, 1,      6,   1_000_000,  1_333_334),
             (1_000_000, 1,    false, 1,      8,   333_334,    666_667),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<LeakyBucket>(&params, params.burst(), rows);
     }
 
     #[test]
@@ -332,16 +302,7 @@ mod tests {
         fn leaky_bucket_state_round_trips_through_the_codec(
             steps in testkit::steps(1_500_000, 9, 4),
         ) {
-            let params = param_sets();
-            let mut key = Key::default();
-            let mut now = T0;
-            for s in &steps {
-                now = now.saturating_add_signed(s.dt);
-                key.take::<LeakyBucket>(&params[s.params], now, s.cost);
-                if let Some(state) = &key.state {
-                    prop_assert_eq!(codec::decode(&codec::encode(state)), Some(state.clone()));
-                }
-            }
+            testkit::check_codec_round_trip::<LeakyBucket>(&param_sets(), &steps);
         }
     }
 

@@ -325,45 +325,15 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::core::limiter::Request;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
-
-    /// A row's expected retry: 0 = granted, -1 = never, else µs.
-    fn retry(us: i64) -> Retry {
-        match us {
-            0 => Retry::Granted,
-            -1 => Retry::Never,
-            us => Retry::After(us as u64),
-        }
-    }
-
-    /// Run `rows` on one key: (µs after T0, cost, BESTEFFORT, granted, remaining, retry, reset).
-    fn run_table(params: &SlidingCounterParams, rows: &[(u64, u64, bool, u64, u64, i64, u64)]) {
-        let mut key = Key::default();
-        for (i, &(t, cost, be, granted, remaining, retry_us, reset)) in rows.iter().enumerate() {
-            let req = Request {
-                best_effort: be,
-                ..Request::new(cost, T0 + t)
-            };
-            let v = key.call::<SlidingCounter>(params, &req).verdict;
-            let want = Verdict {
-                granted,
-                limit: params.limit(),
-                remaining,
-                retry: retry(retry_us),
-                reset_after: reset,
-            };
-            assert_eq!(v, want, "row {i}");
-        }
-    }
 
     #[test]
     fn sliding_counter_weighs_the_previous_window() {
         let params = SlidingCounterParams::new(10, US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs       cost  BE     granted rem  retry µs  reset µs
             (0,           4,    false, 4,      6,   0,        2_000_000),
             (500_000,     6,    false, 6,      0,   0,        1_500_000),
@@ -379,7 +349,7 @@ mod tests {
             (3_200_000,   0,    false, 0,      10,  0,        0),
             (1_000_000,   0,    false, 0,      0,   0,        1_500_000),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<SlidingCounter>(&params, params.limit(), rows);
     }
 
     #[test]
@@ -387,7 +357,7 @@ mod tests {
         // 7 units in the previous window: 7 · (1 − e) + 1 ≤ 7 once e ≥ 1/7 s = 142 857.14 µs.
         let params = SlidingCounterParams::new(7, US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs       cost  BE     granted rem  retry µs  reset µs
             (0,           7,    false, 7,      0,   0,        2_000_000),
             (1_000_000,   1,    false, 0,      0,   142_858,  1_000_000),
@@ -397,7 +367,7 @@ mod tests {
             // the next one before its end: the full 7 fit when both windows are over.
             (1_142_858,   7,    false, 0,      0,   1_857_142, 1_857_142),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<SlidingCounter>(&params, params.limit(), rows);
     }
 
     #[test]
@@ -596,16 +566,7 @@ mod tests {
         fn sliding_counter_state_round_trips_through_the_codec(
             steps in testkit::steps(1_000_000, 9, 4),
         ) {
-            let params = param_sets();
-            let mut key = Key::default();
-            let mut now = T0;
-            for s in &steps {
-                now = now.saturating_add_signed(s.dt);
-                key.take::<SlidingCounter>(&params[s.params], now, s.cost);
-                if let Some(state) = &key.state {
-                    prop_assert_eq!(codec::decode(&codec::encode(state)), Some(state.clone()));
-                }
-            }
+            testkit::check_codec_round_trip::<SlidingCounter>(&param_sets(), &steps);
         }
     }
 

@@ -8,6 +8,7 @@
 
 use proptest::prelude::*;
 
+use crate::core::codec;
 use crate::core::limiter::{Algorithm, Outcome, Request, Retry, Verdict, Write, apply};
 use crate::core::state::LimiterState;
 use crate::core::time::Micros;
@@ -60,6 +61,35 @@ impl Key {
     /// The key's last update (0 when empty): calls older than this are evaluated at it.
     pub fn last_update(&self) -> Micros {
         self.state.as_ref().map_or(0, |s| s.last_update)
+    }
+}
+
+/// One row of a table-driven test: (µs after [`T0`], cost, `BESTEFFORT`, granted, remaining,
+/// retry, reset µs); retry is 0 for granted in full, -1 for never, else µs.
+pub type Row = (u64, u64, bool, u64, u64, i64, u64);
+
+/// Run `rows` in order on one fresh key with `params`, whose limit is `limit`.
+pub fn run_table<A: Algorithm>(params: &A::Params, limit: u64, rows: &[Row]) {
+    let mut key = Key::default();
+    for (i, &(t, cost, best_effort, granted, remaining, retry, reset_after)) in
+        rows.iter().enumerate()
+    {
+        let req = Request {
+            best_effort,
+            ..Request::new(cost, T0 + t)
+        };
+        let want = Verdict {
+            granted,
+            limit,
+            remaining,
+            retry: match retry {
+                0 => Retry::Granted,
+                -1 => Retry::Never,
+                us => Retry::After(us as u64),
+            },
+            reset_after,
+        };
+        assert_eq!(key.call::<A>(params, &req).verdict, want, "row {i}");
     }
 }
 
@@ -230,6 +260,20 @@ pub fn check_century_jump<A: Algorithm>(params: &A::Params, start: Micros, steps
         assert_eq!(v.reset_after, 0, "fresh at {later}");
         let v = key.peek::<A>(params, later, v.limit);
         assert_eq!(v.granted, v.limit, "a full request at {later}");
+    }
+}
+
+/// After every call of `steps` (parameters drawn from `params`), the key's value decodes from its
+/// encoding to itself.
+pub fn check_codec_round_trip<A: Algorithm>(params: &[A::Params], steps: &[Step]) {
+    let mut key = Key::default();
+    let mut now = T0;
+    for s in steps {
+        now = now.saturating_add_signed(s.dt);
+        key.take::<A>(&params[s.params], now, s.cost);
+        if let Some(state) = &key.state {
+            assert_eq!(codec::decode(&codec::encode(state)).as_ref(), Some(state));
+        }
     }
 }
 

@@ -83,46 +83,17 @@ mod tests {
 
     use super::*;
     use crate::core::codec;
-    use crate::core::limiter::{Request, Retry};
+    use crate::core::limiter::Retry;
     use crate::core::state::LimiterState;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
-
-    /// A row's expected retry: 0 = granted, -1 = never, else µs.
-    fn retry(us: i64) -> Retry {
-        match us {
-            0 => Retry::Granted,
-            -1 => Retry::Never,
-            us => Retry::After(us as u64),
-        }
-    }
-
-    /// Run `rows` on one key: (µs after T0, cost, BESTEFFORT, granted, remaining, retry, reset).
-    fn run_table(params: &GcraParams, rows: &[(u64, u64, bool, u64, u64, i64, u64)]) {
-        let mut key = Key::default();
-        for (i, &(t, cost, be, granted, remaining, retry_us, reset)) in rows.iter().enumerate() {
-            let req = Request {
-                best_effort: be,
-                ..Request::new(cost, T0 + t)
-            };
-            let v = key.call::<TokenBucket>(params, &req).verdict;
-            let want = Verdict {
-                granted,
-                limit: params.burst(),
-                remaining,
-                retry: retry(retry_us),
-                reset_after: reset,
-            };
-            assert_eq!(v, want, "row {i}");
-        }
-    }
 
     #[test]
     fn token_bucket_spends_and_refills_continuously() {
         // Capacity 3, 3 tokens a minute: one token every 20 s.
         let params = GcraParams::new(3, 3, 60 * US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs            cost  BE     granted rem  retry µs     reset µs
             (0,                1,    false, 1,      2,   0,           20_000_000),
             (0,                1,    false, 1,      1,   0,           40_000_000),
@@ -137,7 +108,7 @@ mod tests {
             (90_000_000,       2,    true,  0,      0,   30_000_000,  50_000_000),
             (130_000_000,      2,    false, 2,      0,   0,           50_000_000),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<TokenBucket>(&params, params.burst(), rows);
     }
 
     #[test]
@@ -145,7 +116,7 @@ mod tests {
         // 3 tokens a second: a token every 333 333⅓ µs, and 3 of them exactly 1 s.
         let params = GcraParams::new(3, 3, US_PER_SEC).unwrap();
         #[rustfmt::skip]
-        let rows = [
+        let rows: &[testkit::Row] = &[
             // t µs       cost  BE     granted rem  retry µs  reset µs
             (0,           3,    false, 3,      0,   0,        1_000_000),
             (333_333,     1,    false, 0,      0,   1,        666_667),
@@ -157,7 +128,7 @@ mod tests {
             (1_333_333,   1,    false, 0,      0,   1,        666_667),
             (1_333_334,   1,    false, 1,      0,   0,        1_000_000),
         ];
-        run_table(&params, &rows);
+        testkit::run_table::<TokenBucket>(&params, params.burst(), rows);
     }
 
     #[test]
@@ -315,16 +286,7 @@ mod tests {
         fn token_bucket_state_round_trips_through_the_codec(
             steps in testkit::steps(1_500_000, 9, 4),
         ) {
-            let params = param_sets();
-            let mut key = Key::default();
-            let mut now = T0;
-            for s in &steps {
-                now = now.saturating_add_signed(s.dt);
-                key.take::<TokenBucket>(&params[s.params], now, s.cost);
-                if let Some(state) = &key.state {
-                    prop_assert_eq!(codec::decode(&codec::encode(state)), Some(state.clone()));
-                }
-            }
+            testkit::check_codec_round_trip::<TokenBucket>(&param_sets(), &steps);
         }
     }
 
