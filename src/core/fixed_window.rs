@@ -103,9 +103,9 @@ pub struct Fixed {
 }
 
 impl Fixed {
-    /// Units already granted in `now`'s window under `params` (0 in a fresh window).
-    fn used(&self, params: &FixedParams, now: Micros) -> u64 {
-        if self.params.same_windows(params) && self.end == params.window_end(now) {
+    /// Units already granted under `params` in the window ending at `end` (0 in a fresh one).
+    fn used(&self, params: &FixedParams, end: Micros) -> u64 {
+        if self.params.same_windows(params) && self.end == end {
             self.count
         } else {
             0
@@ -136,8 +136,9 @@ impl Algorithm for Fixed {
         cost: u64,
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        let used = self.used(params, now);
-        let to_end = params.window_end(now).saturating_sub(now);
+        let end = params.window_end(now);
+        let used = self.used(params, end);
+        let to_end = end.saturating_sub(now);
         let avail = params.limit.saturating_sub(used);
         let granted = if cost <= avail {
             cost
@@ -165,9 +166,12 @@ impl Algorithm for Fixed {
     }
 
     fn commit(&mut self, params: &FixedParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        let used = self.used(params, now);
-        self.count = used.checked_add(granted).ok_or(CoreError::Overflow)?;
-        self.end = params.window_end(now);
+        let end = params.window_end(now);
+        self.count = self
+            .used(params, end)
+            .checked_add(granted)
+            .ok_or(CoreError::Overflow)?;
+        self.end = end;
         self.params = *params;
         Ok(())
     }
