@@ -1,6 +1,6 @@
 //! The pure heart of the module: rate-limiting algorithms and their state.
 //!
-//! Nothing here touches Redis, the clock or `unsafe`. Every function that depends on time takes
+//! Nothing here touches the server, the clock or raw pointers. Every function that depends on time takes
 //! `now` (Unix microseconds) as an argument, so the algorithms are tested by value, with no sleep.
 #![forbid(unsafe_code)]
 #![deny(
