@@ -4,7 +4,7 @@
 mod common;
 mod suite;
 use common::*;
-use suite::{Spec, base_ms, call};
+use suite::{Spec, call};
 
 /// 5 units per 1 s window.
 const SPEC: Spec = Spec {

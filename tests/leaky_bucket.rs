@@ -4,7 +4,7 @@
 mod common;
 mod suite;
 use common::*;
-use suite::{Spec, base_ms, call};
+use suite::{Spec, call};
 
 /// Capacity 5, draining 5 units a second: one unit leaves every 200 ms.
 const SPEC: Spec = Spec {

@@ -5,7 +5,7 @@
 mod common;
 mod suite;
 use common::*;
-use suite::{Spec, base_ms, call};
+use suite::{Spec, call};
 
 /// An estimate of at most 10 units in any 1 s.
 const SPEC: Spec = Spec {

@@ -4,7 +4,7 @@
 mod common;
 mod suite;
 use common::*;
-use suite::{Spec, base_ms, call};
+use suite::{Spec, call};
 
 /// Capacity 5, refilled with 5 tokens a second: one token every 200 ms.
 const SPEC: Spec = Spec {

@@ -8,7 +8,7 @@
 //! Use from a test file with `mod common; mod suite; use common::*;`.
 #![allow(dead_code)]
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -28,16 +28,6 @@ pub struct Spec {
     pub slow_changed: &'static [&'static str],
     /// The name RL.INFO gives the algorithm.
     pub info_name: &'static str,
-}
-
-/// A round second one hour from now, in Unix ms: `AT` times after it are in the future, so keys
-/// (whose expiry is absolute, counted from `AT`) do not expire during a test.
-pub fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
 }
 
 /// The command with `params` for `key`, then `extra` and, if given, `AT at`.
@@ -168,16 +158,22 @@ pub fn check_wrongtype(spec: &Spec) {
     let s = Server::start();
     let mut c = s.conn();
     let t = base_ms();
-    c.ints(&crate::args!["RL.GCRA", "gcra", 10, 1, "1s", "AT", t]);
-    let before = digest(&mut c, "gcra");
+    // A key of another algorithm (GCRA, or the token bucket when GCRA is under test).
+    let foreign = if spec.command == "RL.GCRA" {
+        "RL.TOKENBUCKET"
+    } else {
+        "RL.GCRA"
+    };
+    c.ints(&crate::args![foreign, "other", 10, 1, "1s", "AT", t]);
+    let before = digest(&mut c, "other");
     assert_eq!(
-        c.err(&command(spec, "gcra", spec.params, &[], Some(t))),
+        c.err(&command(spec, "other", spec.params, &[], Some(t))),
         format!(
-            "WRONGTYPE key holds a RL.GCRA limiter, not {}",
+            "WRONGTYPE key holds a {foreign} limiter, not {}",
             spec.command
         )
     );
-    assert_eq!(digest(&mut c, "gcra"), before);
+    assert_eq!(digest(&mut c, "other"), before);
     call(&mut c, spec, "mine", &[], t);
     for other in [
         &crate::args!["RL.GCRA", "mine", 10, 1, "1s"][..],
