@@ -285,20 +285,48 @@ impl Schedule {
     }
 }
 
-/// RL.GCRA's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gcra(pub Schedule);
+/// An algorithm that is a reading of the [`Schedule`]: GCRA, the token bucket and the leaky
+/// bucket differ only in their names, what they keep when their parameters change, and (the
+/// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
+/// a type an [`Algorithm`].
+pub trait ScheduleReading: Sized + Clone {
+    /// Which algorithm this is.
+    const KIND: Kind;
+    /// What survives a change of parameters.
+    const CARRY: Carry;
+    /// RL.INFO's names for burst, rate and period.
+    const NAMES: [&'static str; 3];
 
-impl Algorithm for Gcra {
+    /// Wrap a schedule.
+    fn from_schedule(s: Schedule) -> Self;
+    /// The schedule inside.
+    fn schedule(&self) -> &Schedule;
+    /// The schedule inside, mutably.
+    fn schedule_mut(&mut self) -> &mut Schedule;
+
+    /// The verdict for a request of `cost` (the schedule's own, unless a reading refines it).
+    fn verdict(e: Evaluation, _cost: u64) -> Verdict {
+        e.verdict
+    }
+
+    /// Move out of [`AlgoState`] (see `state_access!`).
+    fn from_state(state: &AlgoState) -> Option<&Self>;
+    /// As `from_state`, mutably.
+    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
+    /// Wrap into [`AlgoState`].
+    fn into_state(self) -> AlgoState;
+}
+
+impl<T: ScheduleReading> Algorithm for T {
     type Params = GcraParams;
-    const KIND: Kind = Kind::Gcra;
+    const KIND: Kind = <T as ScheduleReading>::KIND;
 
     fn fresh(params: &GcraParams) -> Self {
-        Gcra(Schedule::fresh(params))
+        T::from_schedule(Schedule::fresh(params))
     }
 
     fn params(&self) -> &GcraParams {
-        self.0.params()
+        self.schedule().params()
     }
 
     fn evaluate(
@@ -308,18 +336,18 @@ impl Algorithm for Gcra {
         cost: u64,
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        Ok(self
-            .0
-            .evaluate(params, now, cost, best_effort, Carry::Backlog)?
-            .verdict)
+        let e = self
+            .schedule()
+            .evaluate(params, now, cost, best_effort, T::CARRY)?;
+        Ok(T::verdict(e, cost))
     }
 
     fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        self.0.commit(params, now, granted, Carry::Backlog)
+        self.schedule_mut().commit(params, now, granted, T::CARRY)
     }
 
     fn fresh_at(&self) -> Micros {
-        self.0.fresh_at()
+        self.schedule().fresh_at()
     }
 
     fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
@@ -327,21 +355,63 @@ impl Algorithm for Gcra {
     }
 
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
+        let [burst, rate, period] = T::NAMES;
         vec![
-            ("burst", params.burst),
-            ("rate", params.rate),
-            ("period_ms", params.period / 1000),
+            (burst, params.burst),
+            (rate, params.rate),
+            (period, params.period / 1000),
         ]
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        self.0.encode(out);
+        self.schedule().encode(out);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
-        Schedule::decode(input).map(Gcra)
+        Schedule::decode(input).map(T::from_schedule)
     }
 
+    fn from_state(state: &AlgoState) -> Option<&Self> {
+        <T as ScheduleReading>::from_state(state)
+    }
+
+    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
+        <T as ScheduleReading>::from_state_mut(state)
+    }
+
+    fn into_state(self) -> AlgoState {
+        <T as ScheduleReading>::into_state(self)
+    }
+}
+
+/// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
+macro_rules! schedule_newtype {
+    ($t:ident) => {
+        fn from_schedule(s: Schedule) -> Self {
+            $t(s)
+        }
+
+        fn schedule(&self) -> &Schedule {
+            &self.0
+        }
+
+        fn schedule_mut(&mut self) -> &mut Schedule {
+            &mut self.0
+        }
+    };
+}
+pub(crate) use schedule_newtype;
+
+/// RL.GCRA's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra(pub Schedule);
+
+impl ScheduleReading for Gcra {
+    const KIND: Kind = Kind::Gcra;
+    const CARRY: Carry = Carry::Backlog;
+    const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
+
+    schedule_newtype!(Gcra);
     state_access!(Gcra);
 }
 

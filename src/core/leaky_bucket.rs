@@ -12,74 +12,29 @@
 //! over-full bucket drains below the new capacity before it accepts again, and the queue delays
 //! it hands out keep the outflow at the rate.
 
-use crate::core::CoreError;
-use crate::core::codec::Reader;
-use crate::core::gcra::{Carry, GcraParams, Schedule};
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
+use crate::core::gcra::{Carry, Evaluation, Schedule, ScheduleReading, schedule_newtype};
+use crate::core::limiter::{Retry, Verdict, state_access};
 use crate::core::state::{AlgoState, Kind};
-use crate::core::time::Micros;
 
 /// RL.LEAKYBUCKET's state. Its parameters are `GcraParams` with burst = capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeakyBucket(pub Schedule);
 
-impl Algorithm for LeakyBucket {
-    type Params = GcraParams;
+impl ScheduleReading for LeakyBucket {
     const KIND: Kind = Kind::LeakyBucket;
+    const CARRY: Carry = Carry::Backlog;
+    const NAMES: [&'static str; 3] = ["capacity", "rate", "period_ms"];
 
-    fn fresh(params: &GcraParams) -> Self {
-        LeakyBucket(Schedule::fresh(params))
-    }
-
-    fn params(&self) -> &GcraParams {
-        self.0.params()
-    }
-
-    fn evaluate(
-        &self,
-        params: &GcraParams,
-        now: Micros,
-        cost: u64,
-        best_effort: bool,
-    ) -> Result<Verdict, CoreError> {
-        let e = self
-            .0
-            .evaluate(params, now, cost, best_effort, Carry::Backlog)?;
+    /// A request granted in full waits its queue delay.
+    fn verdict(e: Evaluation, cost: u64) -> Verdict {
         let mut verdict = e.verdict;
         if verdict.granted > 0 && verdict.granted == cost && e.queue_delay > 0 {
             verdict.retry = Retry::After(e.queue_delay);
         }
-        Ok(verdict)
+        verdict
     }
 
-    fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        self.0.commit(params, now, granted, Carry::Backlog)
-    }
-
-    fn fresh_at(&self) -> Micros {
-        self.0.fresh_at()
-    }
-
-    fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
-        now.saturating_add(params.period())
-    }
-
-    fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
-        vec![
-            ("capacity", params.burst()),
-            ("rate", params.rate()),
-            ("period_ms", params.period() / 1000),
-        ]
-    }
-
-    fn encode(&self, out: &mut Vec<u8>) {
-        self.0.encode(out);
-    }
-
-    fn decode(input: &mut Reader<'_>) -> Option<Self> {
-        Schedule::decode(input).map(LeakyBucket)
-    }
-
+    schedule_newtype!(LeakyBucket);
     state_access!(LeakyBucket);
 }
 
@@ -89,6 +44,7 @@ mod tests {
 
     use super::*;
     use crate::core::codec;
+    use crate::core::gcra::GcraParams;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
 

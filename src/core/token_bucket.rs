@@ -9,71 +9,21 @@
 //! fraction rounded up to the new period's microsecond), not its units used: raising the
 //! capacity of an empty bucket does not refill it.
 
-use crate::core::CoreError;
-use crate::core::codec::Reader;
-use crate::core::gcra::{Carry, GcraParams, Schedule};
-use crate::core::limiter::{Algorithm, Verdict, state_access};
+use crate::core::gcra::{Carry, Schedule, ScheduleReading, schedule_newtype};
+use crate::core::limiter::state_access;
 use crate::core::state::{AlgoState, Kind};
-use crate::core::time::Micros;
 
 /// RL.TOKENBUCKET's state. Its parameters are `GcraParams` with burst = capacity and
 /// rate = refill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket(pub Schedule);
 
-impl Algorithm for TokenBucket {
-    type Params = GcraParams;
+impl ScheduleReading for TokenBucket {
     const KIND: Kind = Kind::TokenBucket;
+    const CARRY: Carry = Carry::Free;
+    const NAMES: [&'static str; 3] = ["capacity", "refill", "period_ms"];
 
-    fn fresh(params: &GcraParams) -> Self {
-        TokenBucket(Schedule::fresh(params))
-    }
-
-    fn params(&self) -> &GcraParams {
-        self.0.params()
-    }
-
-    fn evaluate(
-        &self,
-        params: &GcraParams,
-        now: Micros,
-        cost: u64,
-        best_effort: bool,
-    ) -> Result<Verdict, CoreError> {
-        Ok(self
-            .0
-            .evaluate(params, now, cost, best_effort, Carry::Free)?
-            .verdict)
-    }
-
-    fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        self.0.commit(params, now, granted, Carry::Free)
-    }
-
-    fn fresh_at(&self) -> Micros {
-        self.0.fresh_at()
-    }
-
-    fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
-        now.saturating_add(params.period())
-    }
-
-    fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
-        vec![
-            ("capacity", params.burst()),
-            ("refill", params.rate()),
-            ("period_ms", params.period() / 1000),
-        ]
-    }
-
-    fn encode(&self, out: &mut Vec<u8>) {
-        self.0.encode(out);
-    }
-
-    fn decode(input: &mut Reader<'_>) -> Option<Self> {
-        Schedule::decode(input).map(TokenBucket)
-    }
-
+    schedule_newtype!(TokenBucket);
     state_access!(TokenBucket);
 }
 
@@ -83,7 +33,9 @@ mod tests {
 
     use super::*;
     use crate::core::codec;
+    use crate::core::gcra::GcraParams;
     use crate::core::limiter::Retry;
+    use crate::core::limiter::Verdict;
     use crate::core::state::LimiterState;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
