@@ -49,6 +49,8 @@ redis_module! {
         ["rl.gcra", commands::gcra::run, "write deny-oom fast", 1, 1, 1, ""],
         ["rl.tokenbucket", commands::token_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
         ["rl.leakybucket", commands::leaky_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.fixed", commands::fixed::run, "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.slidingcounter", commands::sliding_counter::run, "write deny-oom fast", 1, 1, 1, ""],
         ["rl.all", commands::all::run, "write deny-oom getkeys-api", 0, 0, 0, ""],
         ["rl.streamcount", commands::stream_count::run, "write deny-oom", 1, 1, 1, ""],
         ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],

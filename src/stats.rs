@@ -40,17 +40,21 @@ impl CommandStats {
 pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
 pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
 pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
+pub static FIXED: CommandStats = CommandStats::new("rl.fixed");
+pub static SLIDING: CommandStats = CommandStats::new("rl.sliding");
+pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl.slidingcounter");
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
-pub static SLIDING: CommandStats = CommandStats::new("rl.sliding");
 
 /// Every command's counters, in INFO order.
 pub static ALL: &[&CommandStats] = &[
     &GCRA,
     &TOKENBUCKET,
     &LEAKYBUCKET,
+    &FIXED,
     &SLIDING,
+    &SLIDINGCOUNTER,
     &STREAMCOUNT,
     &ALL_LIMITERS,
     &THROTTLE,

@@ -3,15 +3,7 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
-}
+use std::time::Duration;
 
 #[test]
 fn all_charges_every_limiter_or_none() {

@@ -4,17 +4,40 @@
 //! time in the past would delete the key at once).
 
 mod common;
+mod suite;
 use common::*;
+use suite::Spec;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+/// Burst 10, 5 per second: one unit every 200 ms.
+const SPEC: Spec = Spec {
+    command: "RL.GCRA",
+    params: &["10", "5", "1s"],
+    changed: &["20", "10", "1s"],
+    slow: &["10", "5", "1m"],
+    slow_changed: &["20", "10", "1m"],
+    info_name: "gcra",
+};
 
-/// A round time one hour from now, in Unix ms.
-fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
+// The checks every limiter passes (tests/suite), for GCRA; its own cases follow.
+
+#[test]
+fn gcra_passes_the_shared_wrongtype_dedup_and_write_checks() {
+    suite::check_wrongtype(&SPEC);
+    suite::check_dedup(&SPEC);
+    suite::check_denied_and_peek_write_nothing(&SPEC);
+    suite::check_info(&SPEC);
+}
+
+#[test]
+fn gcra_survives_aof_rewrites_and_restart() {
+    suite::check_aof_rewrite(&SPEC, "yes");
+    suite::check_aof_rewrite(&SPEC, "no");
+    suite::check_restart(&SPEC);
+}
+
+#[test]
+fn gcra_replica_matches_a_master_whose_clock_moved() {
+    suite::check_replication(&SPEC);
 }
 
 #[test]

@@ -6,15 +6,7 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
-}
+use std::time::Duration;
 
 /// Fill one key per algorithm with a few granted calls, DEDUP ids and a parameter change.
 fn fill(c: &mut Conn) -> Vec<String> {

@@ -1,20 +1,103 @@
-//! RL.SLIDING against a real server: replies (RESP2 and RESP3), errors, DEDUP, expiry, memory,
-//! persistence (RDB, AOF with and without the RDB preamble, restart), replication, and the AOF
-//! cost of a call on a big log.
+//! RL.SLIDING end to end against a real server: the shared limiter suite, then what is the
+//! sliding log's own: exact replies and precision, memory per entry, the AOF cost of a call on a
+//! big log, persistence and replication of big logs, and RL.ALL. Time is driven with `AT`, an
+//! hour ahead of the real clock (expiry is absolute from `AT`).
 
 mod common;
+mod suite;
 use common::*;
+use suite::Spec;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// A whole second about an hour from now: keys written with `AT` near it live long enough.
-fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
+/// At most 5 units in any 1 s.
+const SPEC: Spec = Spec {
+    command: "RL.SLIDING",
+    params: &["5", "1s"],
+    changed: &["8", "2s", "PRECISION", "100ms"],
+    slow: &["5", "1m"],
+    slow_changed: &["8", "2m", "PRECISION", "1s"],
+    info_name: "sliding",
+};
+
+#[test]
+fn sliding_resp3_reply_is_a_map() {
+    suite::check_resp3_map(&SPEC);
+}
+
+#[test]
+fn sliding_errors_name_the_argument() {
+    #[rustfmt::skip]
+    suite::check_errors(&SPEC, &[
+        (&["0", "1s"],                          "ERR limit must be a positive integer"),
+        (&["99999999999999999999", "1s"],       "ERR limit must be a positive integer"),
+        (&["10", "1w"],                         "ERR invalid duration '1w' for window"),
+        (&["10", "1s", "PRECISION", "2s"],      "ERR PRECISION must not be longer than window"),
+        (&["10", "1s", "PRECISION", "0ms"],     "ERR invalid duration '0ms' for PRECISION"),
+        (&["10", "1s", "PRECISION"],            "ERR syntax error, PRECISION needs a value"),
+        (&["10", "1s", "PRECISION", "1", "precision", "1"],
+                                                "ERR syntax error, PRECISION given more than once"),
+    ]);
+}
+
+#[test]
+fn sliding_wrongtype_names_both_algorithms() {
+    suite::check_wrongtype(&SPEC);
+}
+
+#[test]
+fn sliding_dedup_charges_a_retried_request_once() {
+    suite::check_dedup(&SPEC);
+}
+
+#[test]
+fn sliding_key_expires_when_its_newest_entry_leaves() {
+    suite::check_expiry_is_reset_time(
+        &SPEC,
+        &[
+            (0, &[]),
+            (300, &["COST", "3"]),
+            (900, &["PEEK"]),
+            (1200, &[]),
+            (1250, &["COST", "2"]),
+        ],
+    );
+}
+
+#[test]
+fn sliding_denied_and_peek_write_and_propagate_nothing() {
+    suite::check_denied_and_peek_write_nothing(&SPEC);
+}
+
+#[test]
+fn sliding_info_describes_the_key() {
+    suite::check_info(&SPEC);
+}
+
+#[test]
+fn sliding_survives_debug_reload() {
+    suite::check_debug_reload(&SPEC);
+}
+
+#[test]
+fn sliding_survives_aof_rewrite_with_rdb_preamble() {
+    suite::check_aof_rewrite(&SPEC, "yes");
+}
+
+#[test]
+fn sliding_survives_aof_rewrite_without_rdb_preamble() {
+    suite::check_aof_rewrite(&SPEC, "no");
+}
+
+#[test]
+fn sliding_survives_restart() {
+    suite::check_restart(&SPEC);
+}
+
+#[test]
+fn sliding_replica_matches_a_master_whose_clock_moved() {
+    suite::check_replication(&SPEC);
 }
 
 /// `n` granted calls, one per millisecond from `t`, pipelined.
@@ -147,81 +230,7 @@ fn sliding_key_vanishes_when_its_window_has_passed() {
 }
 
 #[test]
-fn sliding_resp3_replies_are_maps() {
-    let s = Server::start();
-    let mut c = s.conn();
-    c.ok(&["HELLO", "3"]);
-    let t = base_ms();
-    let reply = c.cmd(&args!["RL.SLIDING", "k", 10, "1s", "COST", 4, "AT", t]);
-    let want: Vec<(Reply, Reply)> = [
-        ("granted", 4),
-        ("limit", 10),
-        ("remaining", 6),
-        ("retry_after_ms", 0),
-        ("reset_after_ms", 1000),
-    ]
-    .iter()
-    .map(|(k, v)| (Reply::Bulk(k.as_bytes().to_vec()), Reply::Int(*v)))
-    .collect();
-    assert_eq!(reply, Reply::Map(want));
-    let Reply::Map(info) = c.cmd(&["RL.INFO", "k"]) else {
-        panic!("RL.INFO under RESP3 is a map")
-    };
-    let field = |name: &str| {
-        info.iter()
-            .find(|(k, _)| k.as_str().as_deref() == Some(name))
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(
-        field("algorithm").and_then(|v| v.as_str()),
-        Some("sliding".into())
-    );
-    assert_eq!(field("limit"), Some(Reply::Int(10)));
-    assert_eq!(field("window_ms"), Some(Reply::Int(1000)));
-    assert_eq!(field("precision_ms"), Some(Reply::Int(1)));
-}
-
-#[test]
-fn sliding_errors_are_redis_style() {
-    let s = Server::start();
-    let mut c = s.conn();
-    #[rustfmt::skip]
-    let cases: &[(&[&str], &str)] = &[
-        (&["RL.SLIDING", "k", "10"],                               "ERR wrong number of arguments for 'rl.sliding' command"),
-        (&["RL.SLIDING", "k", "0", "1s"],                          "ERR limit must be a positive integer"),
-        (&["RL.SLIDING", "k", "99999999999999999999", "1s"],       "ERR limit must be a positive integer"),
-        (&["RL.SLIDING", "k", "10", "1w"],                         "ERR invalid duration '1w' for window"),
-        (&["RL.SLIDING", "k", "10", "1s", "PRECISION", "2s"],      "ERR PRECISION must not be longer than window"),
-        (&["RL.SLIDING", "k", "10", "1s", "PRECISION", "0ms"],     "ERR invalid duration '0ms' for PRECISION"),
-        (&["RL.SLIDING", "k", "10", "1s", "PRECISION"],            "ERR syntax error, PRECISION needs a value"),
-        (&["RL.SLIDING", "k", "10", "1s", "PRECISION", "1", "PRECISION", "1"], "ERR syntax error, PRECISION given more than once"),
-        (&["RL.SLIDING", "k", "10", "1s", "COST", "-1"],           "ERR COST must be a non-negative integer"),
-        (&["RL.SLIDING", "k", "10", "1s", "BURST"],                "ERR unknown option 'BURST'"),
-        (&["RL.SLIDING", "k", "10", "1s", "AT", "yesterday"],      "ERR invalid time 'yesterday' for AT, expected unix milliseconds"),
-    ];
-    for (cmd, want) in cases {
-        assert_eq!(c.err(cmd), *want, "{cmd:?}");
-    }
-    assert_eq!(c.int(&["EXISTS", "k"]), 0);
-    c.ok(&["SET", "str", "x"]);
-    assert_eq!(
-        c.err(&["RL.SLIDING", "str", "10", "1s"]),
-        "WRONGTYPE Operation against a key holding the wrong kind of value"
-    );
-    c.ints(&["RL.GCRA", "g", "10", "1", "1s"]);
-    assert_eq!(
-        c.err(&["RL.SLIDING", "g", "10", "1s"]),
-        "WRONGTYPE key holds a RL.GCRA limiter, not RL.SLIDING"
-    );
-    c.ints(&["RL.SLIDING", "s", "10", "1s"]);
-    assert_eq!(
-        c.err(&["RL.GCRA", "s", "10", "1", "1s"]),
-        "WRONGTYPE key holds a RL.SLIDING limiter, not RL.GCRA"
-    );
-}
-
-#[test]
-fn sliding_dedup_charges_a_retried_request_once() {
+fn sliding_dedup_forgets_an_id_a_window_later() {
     let s = Server::start();
     let mut c = s.conn();
     let t = base_ms();

@@ -3,15 +3,7 @@
 mod common;
 use common::*;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
-}
+use std::time::Duration;
 
 fn ids(c: &mut Conn, key: &str) -> Vec<String> {
     let Reply::Array(entries) = c.ok(&["XRANGE", key, "-", "+"]) else {

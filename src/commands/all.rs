@@ -8,9 +8,11 @@
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
+use crate::commands::fixed::FixedCommand;
 use crate::commands::gcra::GcraCommand;
 use crate::commands::leaky_bucket::LeakyBucketCommand;
 use crate::commands::sliding::SlidingCommand;
+use crate::commands::sliding_counter::SlidingCounterCommand;
 use crate::commands::token_bucket::TokenBucketCommand;
 use crate::commands::{LimiterCommand, limiter_reply, replicate_with_at};
 use crate::config;
@@ -39,30 +41,49 @@ const LIMITERS: &[LimiterSyntax] = &[
         command: b"rl.gcra",
         positional: 3,
         options: &[],
-        parse: |a| GcraCommand::parse(a).map(|p| AnyParams::Gcra(p.params)),
+        parse: spec_of::<GcraCommand>,
     },
     LimiterSyntax {
         name: b"TOKENBUCKET",
         command: b"rl.tokenbucket",
         positional: 3,
         options: &[],
-        parse: |a| TokenBucketCommand::parse(a).map(|p| AnyParams::TokenBucket(p.params)),
+        parse: spec_of::<TokenBucketCommand>,
     },
     LimiterSyntax {
         name: b"LEAKYBUCKET",
         command: b"rl.leakybucket",
         positional: 3,
         options: &[],
-        parse: |a| LeakyBucketCommand::parse(a).map(|p| AnyParams::LeakyBucket(p.params)),
+        parse: spec_of::<LeakyBucketCommand>,
+    },
+    LimiterSyntax {
+        name: b"FIXED",
+        command: b"rl.fixed",
+        positional: 2,
+        options: &[b"OFFSET"],
+        parse: spec_of::<FixedCommand>,
     },
     LimiterSyntax {
         name: b"SLIDING",
         command: b"rl.sliding",
         positional: 2,
         options: &[b"PRECISION"],
-        parse: |a| SlidingCommand::parse(a).map(|p| AnyParams::Sliding(p.params)),
+        parse: spec_of::<SlidingCommand>,
+    },
+    LimiterSyntax {
+        name: b"SLIDINGCOUNTER",
+        command: b"rl.slidingcounter",
+        positional: 2,
+        options: &[],
+        parse: spec_of::<SlidingCounterCommand>,
     },
 ];
+
+/// Parse one limiter with its own command's parser.
+fn spec_of<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
+    C::parse(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
+}
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -206,8 +227,11 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::gcra::GcraParams;
-    use crate::core::sliding_log::SlidingParams;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+    use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::token_bucket::TokenBucket;
 
     fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
@@ -238,11 +262,53 @@ mod tests {
         assert_eq!(
             p.specs,
             [
-                AnyParams::Gcra(GcraParams::new(10, 1, 1_000_000).unwrap()),
-                AnyParams::TokenBucket(GcraParams::new(5, 2, 60_000_000).unwrap()),
+                AnyParams::of::<Gcra>(&GcraParams::new(10, 1, 1_000_000).unwrap()),
+                AnyParams::of::<TokenBucket>(&GcraParams::new(5, 2, 60_000_000).unwrap()),
             ]
         );
         assert_eq!(p.opts.cost, 2);
+    }
+
+    #[test]
+    fn all_parses_fixed_with_its_offset_and_slidingcounter() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "FIXED",
+            "10",
+            "1h",
+            "offset",
+            "15m",
+            "slidingcounter",
+            "100",
+            "1m",
+            "PEEK",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::of::<Fixed>(&FixedParams::new(10, 3_600_000_000, 900_000_000).unwrap()),
+                AnyParams::of::<SlidingCounter>(
+                    &SlidingCounterParams::new(100, 60_000_000).unwrap()
+                ),
+            ]
+        );
+        assert!(p.opts.peek);
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET"]).unwrap_err(),
+            "ERR syntax error, FIXED needs its positional arguments"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET", "x"]).unwrap_err(),
+            "ERR invalid duration 'x' for OFFSET"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "SLIDINGCOUNTER", "10"]).unwrap_err(),
+            "ERR syntax error, SLIDINGCOUNTER needs its positional arguments"
+        );
     }
 
     #[test]
@@ -266,8 +332,10 @@ mod tests {
         assert_eq!(
             p.specs,
             [
-                AnyParams::Sliding(SlidingParams::new(10, 1_000_000, 100_000).unwrap()),
-                AnyParams::Sliding(SlidingParams::new(1000, 3_600_000_000, 1_000).unwrap()),
+                AnyParams::of::<SlidingLog>(&SlidingParams::new(10, 1_000_000, 100_000).unwrap()),
+                AnyParams::of::<SlidingLog>(
+                    &SlidingParams::new(1000, 3_600_000_000, 1_000).unwrap()
+                ),
             ]
         );
         assert!(p.opts.peek);

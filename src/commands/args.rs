@@ -111,6 +111,18 @@ pub fn non_negative(token: &[u8], what: &'static str) -> Result<u64, RlError> {
 /// # Errors
 /// `ERR invalid duration '<token>' for <what>`, also when it overflows.
 pub fn duration(token: &[u8], what: &'static str) -> Result<Micros, RlError> {
+    parse_duration(token, what, 1)
+}
+
+/// A duration that may be zero (`OFFSET 0`, the default spelled out), else as [`duration`].
+///
+/// # Errors
+/// `ERR invalid duration '<token>' for <what>`, also when it overflows.
+pub fn duration_or_zero(token: &[u8], what: &'static str) -> Result<Micros, RlError> {
+    parse_duration(token, what, 0)
+}
+
+fn parse_duration(token: &[u8], what: &'static str, min: u64) -> Result<Micros, RlError> {
     let invalid = || RlError::InvalidDuration(quote(token), what);
     let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
     let (number, unit) = token.split_at(digits);
@@ -122,7 +134,9 @@ pub fn duration(token: &[u8], what: &'static str) -> Result<Micros, RlError> {
         b"d" => 86_400_000,
         _ => return Err(invalid()),
     };
-    let n = parse_u64(number).filter(|&n| n >= 1).ok_or_else(invalid)?;
+    let n = parse_u64(number)
+        .filter(|&n| n >= min)
+        .ok_or_else(invalid)?;
     n.checked_mul(ms_per_unit)
         .and_then(|ms| ms.checked_mul(US_PER_MS))
         .filter(|&us| us <= MAX_PARAM)
@@ -349,6 +363,13 @@ mod tests {
         assert_eq!(
             duration(b"abc", "window").unwrap_err().to_string(),
             "ERR invalid duration 'abc' for window"
+        );
+        assert_eq!(duration_or_zero(b"0", "OFFSET"), Ok(0));
+        assert_eq!(duration_or_zero(b"0s", "OFFSET"), Ok(0));
+        assert_eq!(duration_or_zero(b"15m", "OFFSET"), Ok(900_000_000));
+        assert_eq!(
+            duration_or_zero(b"-1", "OFFSET").unwrap_err().to_string(),
+            "ERR invalid duration '-1' for OFFSET"
         );
     }
 

@@ -24,11 +24,13 @@
 pub mod all;
 pub mod args;
 pub mod docs;
+pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod restore;
 pub mod sliding;
+pub mod sliding_counter;
 pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;

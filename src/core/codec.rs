@@ -155,9 +155,13 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::gcra::{Gcra, GcraParams, Schedule};
+    use crate::core::CoreError;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Carry, Gcra, GcraParams, Schedule};
     use crate::core::leaky_bucket::LeakyBucket;
-    use crate::core::limiter::{Algorithm, Request, apply};
+    use crate::core::limiter::{Algorithm, Decision, Request, apply};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+    use crate::core::sliding_log::{SlidingLog, SlidingParams};
     use crate::core::state::AlgoState;
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
@@ -236,18 +240,40 @@ mod tests {
         let entry = (any::<u128>(), any::<u64>(), any::<u64>());
         (
             params,
-            0u8..3,
+            0u8..6,
             any::<u64>(),
             0u64..=crate::core::time::MAX_TIME,
             prop::collection::vec(entry, 0..5),
         )
             .prop_map(|(p, kind, last, now, entries)| {
                 let mut sched = Schedule::fresh(&p);
-                let _ = sched.commit(&p, now, 1);
+                let _ = sched.commit(&p, now, 1, Carry::Backlog);
                 let algo = match kind {
                     0 => AlgoState::Gcra(Gcra(sched)),
                     1 => AlgoState::TokenBucket(TokenBucket(sched)),
-                    _ => AlgoState::LeakyBucket(LeakyBucket(sched)),
+                    2 => AlgoState::LeakyBucket(LeakyBucket(sched)),
+                    3 => {
+                        let f = FixedParams::new(p.burst(), p.period(), p.rate()).unwrap();
+                        let mut s = Fixed::fresh(&f);
+                        let _ = s.commit(&f, now, 1);
+                        AlgoState::Fixed(s)
+                    }
+                    5 => {
+                        // Whole milliseconds, a precision no longer than the window.
+                        let window = (p.period() / 2 / 1000 + 1) * 1000;
+                        let precision = (p.rate() / 1000 % (window / 1000) + 1) * 1000;
+                        let l = SlidingParams::new(p.burst(), window, precision).unwrap();
+                        let mut s = SlidingLog::fresh(&l);
+                        let _ = s.commit(&l, now.saturating_sub(precision), 1);
+                        let _ = s.commit(&l, now, 2);
+                        AlgoState::Sliding(s)
+                    }
+                    _ => {
+                        let c = SlidingCounterParams::new(p.burst(), p.period()).unwrap();
+                        let mut s = SlidingCounter::fresh(&c);
+                        let _ = s.commit(&c, now, 1);
+                        AlgoState::SlidingCounter(s)
+                    }
                 };
                 let mut s = LimiterState::new(algo, last);
                 for (id, granted, until) in entries {
@@ -255,6 +281,22 @@ mod tests {
                 }
                 s
             })
+    }
+
+    /// Run `req` on `s` with its own stored parameters.
+    fn decide(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
+        fn go<A: Algorithm>(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
+            let p = A::from_state(&s.algo).unwrap().params().clone();
+            apply::<A>(Some(s), &p, req, 10).map(|o| o.decision)
+        }
+        match s.kind() {
+            Kind::Gcra => go::<Gcra>(s, req),
+            Kind::TokenBucket => go::<TokenBucket>(s, req),
+            Kind::LeakyBucket => go::<LeakyBucket>(s, req),
+            Kind::Fixed => go::<Fixed>(s, req),
+            Kind::SlidingCounter => go::<SlidingCounter>(s, req),
+            Kind::Sliding => go::<SlidingLog>(s, req),
+        }
     }
 
     proptest! {
@@ -271,22 +313,10 @@ mod tests {
         /// A restored state decides exactly as the original.
         #[test]
         fn restore_then_decide_matches(state in arb_state(), cost in 0u64..5, dt in 0u64..10_000_000) {
-            let p = *match &state.algo {
-                AlgoState::Gcra(g) => g.params(),
-                AlgoState::TokenBucket(g) => g.params(),
-                AlgoState::LeakyBucket(g) => g.params(),
-                _ => unreachable!("arb_state makes GCRA schedules only"),
-            };
             let mut a = state.clone();
             let mut b = decode(&encode(&state)).unwrap();
             let req = Request::new(cost, state.last_update.saturating_add(dt));
-            let run = |s: &mut LimiterState| match s.kind() {
-                crate::core::Kind::Gcra => apply::<Gcra>(Some(s), &p, &req, 10).map(|o| o.decision),
-                crate::core::Kind::TokenBucket => apply::<TokenBucket>(Some(s), &p, &req, 10).map(|o| o.decision),
-                crate::core::Kind::LeakyBucket => apply::<LeakyBucket>(Some(s), &p, &req, 10).map(|o| o.decision),
-                _ => unreachable!("arb_state makes GCRA schedules only"),
-            };
-            prop_assert_eq!(run(&mut a), run(&mut b));
+            prop_assert_eq!(decide(&mut a, &req), decide(&mut b, &req));
             prop_assert_eq!(a, b);
         }
     }

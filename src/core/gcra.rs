@@ -11,9 +11,11 @@
 //! (`tokens = (now − (TAT − capacity·T)) / T`) and the leaky bucket (`level = (TAT − now) / T`)
 //! are the same schedule read another way, so they reuse [`Schedule`].
 //!
-//! Changing the parameters of a live limiter keeps the units already used: the backlog
-//! `max(TAT − now, 0)` is converted to units at the old `T` and back to time at the new one
-//! (rounding down, so a raised limit never denies more than before).
+//! Changing the parameters of a live limiter keeps the units already used ([`Carry`]): GCRA and
+//! the leaky bucket convert the backlog `max(TAT − now, 0)` to units at the old `T` and back to
+//! time at the new one (rounding down); the token bucket keeps its tokens instead (rounding up,
+//! capped at the new capacity). Either way the rounding favours the client, so a raised limit
+//! never denies more than before.
 
 use crate::core::CoreError;
 use crate::core::codec::{self, Reader};
@@ -82,6 +84,17 @@ fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
+/// What a schedule keeps when it is called with other parameters than it was written with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carry {
+    /// The backlog `max(TAT − now, 0)` in units, rounded down and not capped: GCRA's units
+    /// used, the leaky bucket's level (an over-full bucket drains before it accepts again).
+    Backlog,
+    /// The free units `burst − backlog`, rounded up and capped at the new burst: the token
+    /// bucket's tokens.
+    Free,
+}
+
 /// The virtual schedule: parameters plus the TAT, in ticks of `1 / rate` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedule {
@@ -123,23 +136,40 @@ impl Schedule {
         self.tat_lo = tat as u64;
     }
 
-    /// The TAT in ticks of `params`, converting the backlog if `params` differ from the stored.
-    fn tat_under(&self, params: &GcraParams, now: Micros) -> Result<u128, CoreError> {
+    /// The TAT in ticks of `params`, converting the state as `carry` says if `params` differ
+    /// from the stored ones.
+    fn tat_under(&self, params: &GcraParams, now: Micros, carry: Carry) -> Result<u128, CoreError> {
         if *params == self.params {
             return Ok(self.tat());
         }
         let old = &self.params;
-        let now_old = overflow(u128::from(now).checked_mul(u128::from(old.rate)))?;
-        let backlog = self.tat().saturating_sub(now_old);
-        // backlog / old.period units, each `params.period` ticks at the new rate.
         let old_period = u128::from(old.period);
         let new_period = u128::from(params.period);
-        let units = overflow(backlog.checked_div(old_period))?;
-        let part = overflow(backlog.checked_rem(old_period))?;
-        let whole = overflow(units.checked_mul(new_period))?;
-        let frac = overflow(overflow(part.checked_mul(new_period))?.checked_div(old_period))?;
+        let now_old = overflow(u128::from(now).checked_mul(u128::from(old.rate)))?;
         let now_new = overflow(u128::from(now).checked_mul(u128::from(params.rate)))?;
-        overflow(now_new.checked_add(whole).and_then(|t| t.checked_add(frac)))
+        let backlog = self.tat().saturating_sub(now_old);
+        // Rescale `ticks` (a count of units times `old.period`) to units times `new.period`,
+        // without overflowing: whole units, then the fraction.
+        let rescale = |ticks: u128, round_up: bool| -> Result<u128, CoreError> {
+            let units = overflow(ticks.checked_div(old_period))?;
+            let part = overflow(ticks.checked_rem(old_period))?;
+            let whole = overflow(units.checked_mul(new_period))?;
+            let scaled = overflow(part.checked_mul(new_period))?;
+            let mut frac = overflow(scaled.checked_div(old_period))?;
+            if round_up && overflow(scaled.checked_rem(old_period))? != 0 {
+                frac = overflow(frac.checked_add(1))?;
+            }
+            overflow(whole.checked_add(frac))
+        };
+        match carry {
+            Carry::Backlog => overflow(now_new.checked_add(rescale(backlog, false)?)),
+            Carry::Free => {
+                let old_window = overflow(u128::from(old.burst).checked_mul(old_period))?;
+                let new_window = overflow(u128::from(params.burst).checked_mul(new_period))?;
+                let free = rescale(old_window.saturating_sub(backlog), true)?.min(new_window);
+                overflow(now_new.checked_add(new_window.saturating_sub(free)))
+            }
+        }
     }
 
     /// What `cost` units at `now` would get under `params`. Never mutates.
@@ -152,12 +182,13 @@ impl Schedule {
         now: Micros,
         cost: u64,
         best_effort: bool,
+        carry: Carry,
     ) -> Result<Evaluation, CoreError> {
         let rate = params.rate;
         let period = u128::from(params.period);
         let burst = u128::from(params.burst);
         let now_t = overflow(u128::from(now).checked_mul(u128::from(rate)))?;
-        let tat = self.tat_under(params, now)?;
+        let tat = self.tat_under(params, now, carry)?;
         let base = tat.max(now_t);
         let window = overflow(burst.checked_mul(period))?;
         let cap = overflow(now_t.checked_add(window))?;
@@ -206,7 +237,7 @@ impl Schedule {
         })
     }
 
-    /// Charge `granted` units at `now`, adopting `params`.
+    /// Charge `granted` units at `now`, adopting `params` (converted as `carry` says).
     ///
     /// # Errors
     /// [`CoreError::Overflow`] as `evaluate`.
@@ -215,9 +246,10 @@ impl Schedule {
         params: &GcraParams,
         now: Micros,
         granted: u64,
+        carry: Carry,
     ) -> Result<(), CoreError> {
         let now_t = overflow(u128::from(now).checked_mul(u128::from(params.rate)))?;
-        let base = self.tat_under(params, now)?.max(now_t);
+        let base = self.tat_under(params, now, carry)?.max(now_t);
         let tat = overflow(
             u128::from(granted)
                 .checked_mul(u128::from(params.period))
@@ -253,20 +285,48 @@ impl Schedule {
     }
 }
 
-/// RL.GCRA's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gcra(pub Schedule);
+/// An algorithm that is a reading of the [`Schedule`]: GCRA, the token bucket and the leaky
+/// bucket differ only in their names, what they keep when their parameters change, and (the
+/// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
+/// a type an [`Algorithm`].
+pub trait ScheduleReading: Sized + Clone {
+    /// Which algorithm this is.
+    const KIND: Kind;
+    /// What survives a change of parameters.
+    const CARRY: Carry;
+    /// RL.INFO's names for burst, rate and period.
+    const NAMES: [&'static str; 3];
 
-impl Algorithm for Gcra {
+    /// Wrap a schedule.
+    fn from_schedule(s: Schedule) -> Self;
+    /// The schedule inside.
+    fn schedule(&self) -> &Schedule;
+    /// The schedule inside, mutably.
+    fn schedule_mut(&mut self) -> &mut Schedule;
+
+    /// The verdict for a request of `cost` (the schedule's own, unless a reading refines it).
+    fn verdict(e: Evaluation, _cost: u64) -> Verdict {
+        e.verdict
+    }
+
+    /// Move out of [`AlgoState`] (see `state_access!`).
+    fn from_state(state: &AlgoState) -> Option<&Self>;
+    /// As `from_state`, mutably.
+    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
+    /// Wrap into [`AlgoState`].
+    fn into_state(self) -> AlgoState;
+}
+
+impl<T: ScheduleReading> Algorithm for T {
     type Params = GcraParams;
-    const KIND: Kind = Kind::Gcra;
+    const KIND: Kind = <T as ScheduleReading>::KIND;
 
     fn fresh(params: &GcraParams) -> Self {
-        Gcra(Schedule::fresh(params))
+        T::from_schedule(Schedule::fresh(params))
     }
 
     fn params(&self) -> &GcraParams {
-        self.0.params()
+        self.schedule().params()
     }
 
     fn evaluate(
@@ -276,15 +336,18 @@ impl Algorithm for Gcra {
         cost: u64,
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        Ok(self.0.evaluate(params, now, cost, best_effort)?.verdict)
+        let e = self
+            .schedule()
+            .evaluate(params, now, cost, best_effort, T::CARRY)?;
+        Ok(T::verdict(e, cost))
     }
 
     fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        self.0.commit(params, now, granted)
+        self.schedule_mut().commit(params, now, granted, T::CARRY)
     }
 
     fn fresh_at(&self) -> Micros {
-        self.0.fresh_at()
+        self.schedule().fresh_at()
     }
 
     fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
@@ -292,21 +355,63 @@ impl Algorithm for Gcra {
     }
 
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
+        let [burst, rate, period] = T::NAMES;
         vec![
-            ("burst", params.burst),
-            ("rate", params.rate),
-            ("period_ms", params.period / 1000),
+            (burst, params.burst),
+            (rate, params.rate),
+            (period, params.period / 1000),
         ]
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        self.0.encode(out);
+        self.schedule().encode(out);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
-        Schedule::decode(input).map(Gcra)
+        Schedule::decode(input).map(T::from_schedule)
     }
 
+    fn from_state(state: &AlgoState) -> Option<&Self> {
+        <T as ScheduleReading>::from_state(state)
+    }
+
+    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
+        <T as ScheduleReading>::from_state_mut(state)
+    }
+
+    fn into_state(self) -> AlgoState {
+        <T as ScheduleReading>::into_state(self)
+    }
+}
+
+/// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
+macro_rules! schedule_newtype {
+    ($t:ident) => {
+        fn from_schedule(s: Schedule) -> Self {
+            $t(s)
+        }
+
+        fn schedule(&self) -> &Schedule {
+            &self.0
+        }
+
+        fn schedule_mut(&mut self) -> &mut Schedule {
+            &mut self.0
+        }
+    };
+}
+pub(crate) use schedule_newtype;
+
+/// RL.GCRA's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra(pub Schedule);
+
+impl ScheduleReading for Gcra {
+    const KIND: Kind = Kind::Gcra;
+    const CARRY: Carry = Carry::Backlog;
+    const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
+
+    schedule_newtype!(Gcra);
     state_access!(Gcra);
 }
 

@@ -1,6 +1,6 @@
 //! The pure heart of the module: rate-limiting algorithms and their state.
 //!
-//! Nothing here touches Redis, the clock or `unsafe`. Every function that depends on time takes
+//! Nothing here touches the server, the clock or raw pointers. Every function that depends on time takes
 //! `now` (Unix microseconds) as an argument, so the algorithms are tested by value, with no sleep.
 #![forbid(unsafe_code)]
 #![deny(
@@ -23,13 +23,17 @@
 
 pub mod codec;
 pub mod dedup;
+pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod multi;
+pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;
 pub mod stream_count;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod time;
 pub mod token_bucket;
 

@@ -6,56 +6,29 @@
 //! commands one after another does.
 
 use crate::core::CoreError;
-use crate::core::gcra::{Gcra, GcraParams};
-use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision, Request, Retry, Verdict};
-use crate::core::sliding_log::{SlidingLog, SlidingParams};
-use crate::core::state::{Kind, LimiterState};
+use crate::core::state::{AlgoState, Kind, LimiterState, dispatch};
 use crate::core::time::Micros;
-use crate::core::token_bucket::TokenBucket;
 
-/// The parameters of any one limiter.
+/// The parameters of any one limiter: a fresh limiter of its algorithm, which carries them (so
+/// a new algorithm needs nothing here).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnyParams {
-    Gcra(GcraParams),
-    TokenBucket(GcraParams),
-    LeakyBucket(GcraParams),
-    Sliding(SlidingParams),
-}
-
-/// Run `$body` with `$A` the algorithm type and `$p` its parameters.
-macro_rules! with_algo {
-    ($params:expr, $A:ident, $p:ident => $body:expr) => {
-        match $params {
-            AnyParams::Gcra($p) => {
-                type $A = Gcra;
-                $body
-            }
-            AnyParams::TokenBucket($p) => {
-                type $A = TokenBucket;
-                $body
-            }
-            AnyParams::LeakyBucket($p) => {
-                type $A = LeakyBucket;
-                $body
-            }
-            AnyParams::Sliding($p) => {
-                type $A = SlidingLog;
-                $body
-            }
-        }
-    };
-}
+pub struct AnyParams(AlgoState);
 
 impl AnyParams {
+    /// The parameters `params` of algorithm `A`.
+    pub fn of<A: Algorithm>(params: &A::Params) -> Self {
+        AnyParams(A::fresh(params).into_state())
+    }
+
     /// The algorithm.
     pub fn kind(&self) -> Kind {
-        with_algo!(self, A, _p => A::KIND)
+        dispatch!(&self.0, a => kind_of(a))
     }
 
     /// A fresh limiter with these parameters, last updated at `now`.
     fn fresh(&self, now: Micros) -> LimiterState {
-        with_algo!(self, A, p => LimiterState::new(A::fresh(p).into_state(), now))
+        LimiterState::new(self.0.clone(), now)
     }
 
     fn evaluate(
@@ -65,24 +38,42 @@ impl AnyParams {
         cost: u64,
         be: bool,
     ) -> Result<Verdict, CoreError> {
-        with_algo!(self, A, p => {
-            let a = A::from_state(&s.algo).ok_or(CoreError::Overflow)?;
-            a.evaluate(p, now, cost, be)
+        dispatch!(&self.0, spec => {
+            let a = from_state_like(spec, &s.algo).ok_or(CoreError::Overflow)?;
+            a.evaluate(spec.params(), now, cost, be)
         })
     }
 
     /// Charge `n` units; returns when the limiter is fresh again.
     fn commit(&self, s: &mut LimiterState, now: Micros, n: u64) -> Result<Micros, CoreError> {
-        with_algo!(self, A, p => {
-            let a = A::from_state_mut(&mut s.algo).ok_or(CoreError::Overflow)?;
-            a.commit(p, now, n)?;
+        dispatch!(&self.0, spec => {
+            let a = from_state_mut_like(spec, &mut s.algo).ok_or(CoreError::Overflow)?;
+            a.commit(spec.params(), now, n)?;
             Ok(a.fresh_at())
         })
     }
 
     fn dedup_until(&self, now: Micros) -> Micros {
-        with_algo!(self, A, p => A::dedup_until(p, now))
+        dispatch!(&self.0, spec => dedup_until_of(spec, now))
     }
+}
+
+fn kind_of<A: Algorithm>(_: &A) -> Kind {
+    A::KIND
+}
+
+fn dedup_until_of<A: Algorithm>(spec: &A, now: Micros) -> Micros {
+    A::dedup_until(spec.params(), now)
+}
+
+/// `state`'s algorithm if it is `spec`'s (the type is inferred from `spec`).
+fn from_state_like<'s, A: Algorithm>(_spec: &A, state: &'s AlgoState) -> Option<&'s A> {
+    A::from_state(state)
+}
+
+/// As [`from_state_like`], mutably.
+fn from_state_mut_like<'s, A: Algorithm>(_spec: &A, state: &'s mut AlgoState) -> Option<&'s mut A> {
+    A::from_state_mut(state)
 }
 
 /// One key of an RL.ALL call: its current value, or a new one to store.
@@ -300,26 +291,33 @@ pub fn apply_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::leaky_bucket::LeakyBucket;
     use crate::core::limiter::{Write, apply};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+    use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_000_000_000;
 
     fn gcra(b: u64, r: u64, p: u64) -> AnyParams {
-        AnyParams::Gcra(GcraParams::new(b, r, p).unwrap())
+        AnyParams::of::<Gcra>(&GcraParams::new(b, r, p).unwrap())
     }
 
     /// The same call made with each single-limiter command, peeking first: the model of "all or
     /// nothing".
     fn model(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> u64 {
         fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
-            let out = match spec {
-                AnyParams::Gcra(p) => apply::<Gcra>(s.as_mut(), p, req, 10),
-                AnyParams::TokenBucket(p) => apply::<TokenBucket>(s.as_mut(), p, req, 10),
-                AnyParams::LeakyBucket(p) => apply::<LeakyBucket>(s.as_mut(), p, req, 10),
-                AnyParams::Sliding(p) => apply::<SlidingLog>(s.as_mut(), p, req, 10),
+            fn go<A: Algorithm>(
+                s: &mut Option<LimiterState>,
+                spec: &A,
+                req: &Request,
+            ) -> crate::core::limiter::Outcome {
+                apply::<A>(s.as_mut(), spec.params(), req, 10).unwrap()
             }
-            .unwrap();
+            let out = dispatch!(&spec.0, a => go(s, a, req));
             if let Write::Created(new) = out.write {
                 *s = Some(new);
             }
@@ -414,17 +412,19 @@ mod tests {
     }
 
     fn arb_spec() -> impl Strategy<Value = AnyParams> {
-        (0u8..4, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
+        (0u8..6, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
             let g = GcraParams::new(b, r, p).unwrap();
             match k {
-                0 => AnyParams::Gcra(g),
-                1 => AnyParams::TokenBucket(g),
-                2 => AnyParams::LeakyBucket(g),
-                // A window of whole ms, buckets of 1 ms or of a divisor-free r ms.
+                0 => AnyParams::of::<Gcra>(&g),
+                1 => AnyParams::of::<TokenBucket>(&g),
+                2 => AnyParams::of::<LeakyBucket>(&g),
+                3 => AnyParams::of::<Fixed>(&FixedParams::new(b, p, r * 1000).unwrap()),
+                4 => AnyParams::of::<SlidingCounter>(&SlidingCounterParams::new(b, p).unwrap()),
+                // A window of whole ms, in buckets of r ms (at most the window).
                 _ => {
                     let window = (p / 1000 + 1) * 1000;
                     let precision = (r * 1000).min(window);
-                    AnyParams::Sliding(SlidingParams::new(b, window, precision).unwrap())
+                    AnyParams::of::<SlidingLog>(&SlidingParams::new(b, window, precision).unwrap())
                 }
             }
         })

@@ -741,10 +741,8 @@ mod tests {
     use crate::core::dedup::DedupId;
     use crate::core::limiter::{self, Decision, Request, Write};
     use crate::core::state::LimiterState;
+    use crate::core::testkit::{self, GrantedRetry, T0};
     use proptest::prelude::*;
-
-    /// 2023-11-14T22:13:20Z, a whole second.
-    const T0: Micros = 1_700_000_000_000_000;
     const MS: Micros = US_PER_MS;
 
     fn params(limit: u64, window_ms: u64, precision_ms: u64) -> SlidingParams {
@@ -852,6 +850,51 @@ mod tests {
             };
             (verdict, post)
         }
+    }
+
+    /// The naive model behind the shared suite's driver: the per-key clock, and a commit on
+    /// every granted call that is not a PEEK.
+    struct Clocked {
+        model: Model,
+        last: Micros,
+    }
+
+    impl testkit::Model for Clocked {
+        type Params = SlidingParams;
+
+        fn call(
+            &mut self,
+            p: &SlidingParams,
+            now: Micros,
+            cost: u64,
+            be: bool,
+            peek: bool,
+        ) -> Verdict {
+            let now = now.max(self.last);
+            let (v, post) = self.model.verdict(p, now, cost, be);
+            if v.granted > 0 && !peek {
+                self.model = post;
+                self.last = now;
+            }
+            v
+        }
+    }
+
+    fn clocked() -> Clocked {
+        Clocked {
+            model: Model::new(MAX_ENTRIES),
+            last: 0,
+        }
+    }
+
+    /// A limit of 7 in 1 s at 1 ms, and variants: other limits, windows and precisions.
+    fn param_sets() -> Vec<SlidingParams> {
+        vec![
+            params(7, 1000, 1),
+            params(3, 1000, 1),
+            params(12, 400, 50),
+            params(7, 2500, 300),
+        ]
     }
 
     // ---- table-driven semantics ----
@@ -1449,6 +1492,28 @@ mod tests {
                 check_retry(&algo, &p, t, cost, want.retry, MAX_ENTRIES)?;
             }
             prop_assert_eq!(algo.entries().collect::<Vec<_>>(), model.log);
+        }
+
+        /// The shared suite: every verdict equal to the model's, the invariants of SPEC.md, and
+        /// exact retries, with parameter changes mid-way.
+        #[test]
+        fn sliding_passes_the_shared_suite(
+            start in T0..T0 + 10_000_000_000,
+            steps in testkit::steps(1_000_000, 9, 4),
+        ) {
+            let h = testkit::check_against_model::<SlidingLog, _>(
+                &mut clocked(), &param_sets(), start, &steps, GrantedRetry::Zero);
+            prop_assert_eq!(h.len(), steps.len());
+        }
+
+        #[test]
+        fn sliding_survives_century_jumps_and_clock_steps_back(
+            steps in testkit::steps(1_000_000, 9, 1),
+        ) {
+            let p = param_sets()[0];
+            testkit::check_century_jump::<SlidingLog>(&p, T0, &steps);
+            testkit::check_clock_step_back::<SlidingLog>(&p, T0, &steps);
+            testkit::check_codec_round_trip::<SlidingLog>(&param_sets(), &steps);
         }
 
         /// decode(encode(s)) == s, byte-identical re-encoding, and the decoded state decides

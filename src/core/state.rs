@@ -5,9 +5,11 @@
 //! dispatch below; the rest of the flow is generic over [`Algorithm`].
 
 use crate::core::dedup::DedupSet;
+use crate::core::fixed_window::Fixed;
 use crate::core::gcra::Gcra;
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Algorithm, Decision};
+use crate::core::sliding_counter::SlidingCounter;
 use crate::core::sliding_log::SlidingLog;
 use crate::core::time::Micros;
 use crate::core::token_bucket::TokenBucket;
@@ -21,7 +23,9 @@ pub enum Kind {
     Gcra = 1,
     TokenBucket = 2,
     LeakyBucket = 3,
+    Fixed = 4,
     Sliding = 5,
+    SlidingCounter = 6,
 }
 
 impl Kind {
@@ -31,6 +35,8 @@ impl Kind {
             Kind::Gcra => "RL.GCRA",
             Kind::TokenBucket => "RL.TOKENBUCKET",
             Kind::LeakyBucket => "RL.LEAKYBUCKET",
+            Kind::Fixed => "RL.FIXED",
+            Kind::SlidingCounter => "RL.SLIDINGCOUNTER",
             Kind::Sliding => "RL.SLIDING",
         }
     }
@@ -41,6 +47,8 @@ impl Kind {
             Kind::Gcra => "gcra",
             Kind::TokenBucket => "tokenbucket",
             Kind::LeakyBucket => "leakybucket",
+            Kind::Fixed => "fixed",
+            Kind::SlidingCounter => "slidingcounter",
             Kind::Sliding => "sliding",
         }
     }
@@ -51,6 +59,8 @@ impl Kind {
             Kind::Gcra,
             Kind::TokenBucket,
             Kind::LeakyBucket,
+            Kind::Fixed,
+            Kind::SlidingCounter,
             Kind::Sliding,
         ]
         .into_iter()
@@ -64,6 +74,8 @@ pub enum AlgoState {
     Gcra(Gcra),
     TokenBucket(TokenBucket),
     LeakyBucket(LeakyBucket),
+    Fixed(Fixed),
+    SlidingCounter(SlidingCounter),
     Sliding(SlidingLog),
 }
 
@@ -74,10 +86,14 @@ macro_rules! dispatch {
             AlgoState::Gcra($a) => $body,
             AlgoState::TokenBucket($a) => $body,
             AlgoState::LeakyBucket($a) => $body,
+            AlgoState::Fixed($a) => $body,
+            AlgoState::SlidingCounter($a) => $body,
             AlgoState::Sliding($a) => $body,
         }
     };
 }
+
+pub(crate) use dispatch;
 
 /// The whole value of a limiter key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +120,8 @@ impl LimiterState {
             AlgoState::Gcra(_) => Kind::Gcra,
             AlgoState::TokenBucket(_) => Kind::TokenBucket,
             AlgoState::LeakyBucket(_) => Kind::LeakyBucket,
+            AlgoState::Fixed(_) => Kind::Fixed,
+            AlgoState::SlidingCounter(_) => Kind::SlidingCounter,
             AlgoState::Sliding(_) => Kind::Sliding,
         }
     }
@@ -146,6 +164,8 @@ impl LimiterState {
             Kind::Gcra => Gcra::decode(input).map(AlgoState::Gcra),
             Kind::TokenBucket => TokenBucket::decode(input).map(AlgoState::TokenBucket),
             Kind::LeakyBucket => LeakyBucket::decode(input).map(AlgoState::LeakyBucket),
+            Kind::Fixed => Fixed::decode(input).map(AlgoState::Fixed),
+            Kind::SlidingCounter => SlidingCounter::decode(input).map(AlgoState::SlidingCounter),
             Kind::Sliding => SlidingLog::decode(input).map(AlgoState::Sliding),
         }
     }
@@ -153,4 +173,29 @@ impl LimiterState {
 
 fn describe_of<A: Algorithm>(a: &A) -> Vec<(&'static str, u64)> {
     A::describe(a.params())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_tags_round_trip_and_never_move() {
+        #[rustfmt::skip]
+        let kinds = [
+            // kind                 tag  command               name
+            (Kind::Gcra,            1,   "RL.GCRA",            "gcra"),
+            (Kind::TokenBucket,     2,   "RL.TOKENBUCKET",     "tokenbucket"),
+            (Kind::LeakyBucket,     3,   "RL.LEAKYBUCKET",     "leakybucket"),
+            (Kind::Fixed,           4,   "RL.FIXED",           "fixed"),
+            (Kind::SlidingCounter,  6,   "RL.SLIDINGCOUNTER",  "slidingcounter"),
+        ];
+        for (kind, tag, command, name) in kinds {
+            assert_eq!(kind as u8, tag);
+            assert_eq!(Kind::from_tag(tag), Some(kind));
+            assert_eq!((kind.command(), kind.name()), (command, name));
+        }
+        assert_eq!(Kind::from_tag(0), None);
+        assert_eq!(Kind::from_tag(7), None);
+    }
 }

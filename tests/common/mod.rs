@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long a server may take to answer `PING` after it was spawned.
 const START_DEADLINE: Duration = Duration::from_secs(10);
@@ -918,4 +918,18 @@ fn read_reply(r: &mut impl BufRead) -> std::io::Result<Reply> {
         }
         _ => return Err(protocol_error(format!("unknown reply type in {line:?}"))),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+// ---------------------------------------------------------------------------------------------
+
+/// A round second one hour from now, in Unix ms: `AT` times after it are in the future, so keys
+/// (whose expiry is absolute, counted from `AT`) do not expire during a test.
+pub fn base_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64;
+    (now / 1000 + 3600) * 1000
 }

@@ -1,0 +1,481 @@
+//! RL.FIXED: a fixed window counter. Time is cut into windows of `window` µs aligned to the Unix
+//! epoch shifted by `offset`, the window of `now` being `floor((now − offset) / window)` (the
+//! tumbling windows of stream processors, offset included). Each window grants at most `limit`
+//! units; denied requests do not count. `retry_after` and `reset_after` point at the window's end.
+//!
+//! State: the parameters, the end of the window the count belongs to (Unix µs) and the count.
+//! Storing the end rather than the window's index keeps everything unsigned (with an offset the
+//! first window starts before the epoch) and is the key's expiry as is. A count is current when
+//! its end is the end of `now`'s window under the same window length and offset; otherwise the
+//! window is fresh.
+//!
+//! Edge cases:
+//! - An offset of a whole window or more shifts the windows exactly as its remainder does, so
+//!   `offset` is reduced modulo `window` (`OFFSET 90m` on `1h` windows is `OFFSET 30m`).
+//! - Changing the limit keeps the count (a lowered limit below the count denies until the
+//!   window ends); a new window length or offset starts a fresh window.
+//! - Window ends past `u64::MAX` µs (beyond year 584000) saturate; the count then stays in its
+//!   window until that instant.
+
+use crate::core::CoreError;
+use crate::core::codec::{self, Reader};
+use crate::core::gcra::MAX_PARAM;
+use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
+use crate::core::state::{AlgoState, Kind};
+use crate::core::time::Micros;
+
+/// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedParams {
+    limit: u64,
+    window: Micros,
+    offset: Micros,
+}
+
+impl FixedParams {
+    /// Validate the parameters; `offset` is reduced modulo `window`.
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`].
+    pub fn new(limit: u64, window: Micros, offset: Micros) -> Result<Self, CoreError> {
+        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
+        if !ok(limit) {
+            return Err(CoreError::InvalidParam("limit"));
+        }
+        if !ok(window) {
+            return Err(CoreError::InvalidParam("window"));
+        }
+        let offset = offset
+            .checked_rem(window)
+            .ok_or(CoreError::InvalidParam("window"))?;
+        Ok(FixedParams {
+            limit,
+            window,
+            offset,
+        })
+    }
+
+    /// Units per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window length in µs.
+    pub fn window(&self) -> Micros {
+        self.window
+    }
+
+    /// The offset in µs, less than the window.
+    pub fn offset(&self) -> Micros {
+        self.offset
+    }
+
+    /// Whether a count kept under `self` is still a count under `other`.
+    fn same_windows(&self, other: &FixedParams) -> bool {
+        self.window == other.window && self.offset == other.offset
+    }
+
+    /// The end of the window holding `now` (exclusive), saturated to `u64::MAX`.
+    pub fn window_end(&self, now: Micros) -> Micros {
+        let window = u128::from(self.window);
+        let now = u128::from(now);
+        // (now − offset) mod window, never negative because offset < window.
+        let end = now
+            .checked_rem(window)
+            .and_then(|r| r.checked_add(window))
+            .and_then(|r| r.checked_sub(u128::from(self.offset)))
+            .and_then(|r| r.checked_rem(window))
+            .and_then(|into| window.checked_sub(into))
+            .and_then(|rest| now.checked_add(rest));
+        end.and_then(|e| u64::try_from(e).ok())
+            .unwrap_or(Micros::MAX)
+    }
+}
+
+/// RL.FIXED's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fixed {
+    params: FixedParams,
+    /// End of the window `count` belongs to (Unix µs, exclusive).
+    end: Micros,
+    /// Units granted in that window.
+    count: u64,
+}
+
+impl Fixed {
+    /// Units already granted under `params` in the window ending at `end` (0 in a fresh one).
+    fn used(&self, params: &FixedParams, end: Micros) -> u64 {
+        if self.params.same_windows(params) && self.end == end {
+            self.count
+        } else {
+            0
+        }
+    }
+}
+
+impl Algorithm for Fixed {
+    type Params = FixedParams;
+    const KIND: Kind = Kind::Fixed;
+
+    fn fresh(params: &FixedParams) -> Self {
+        Fixed {
+            params: *params,
+            end: 0,
+            count: 0,
+        }
+    }
+
+    fn params(&self) -> &FixedParams {
+        &self.params
+    }
+
+    fn evaluate(
+        &self,
+        params: &FixedParams,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+    ) -> Result<Verdict, CoreError> {
+        let end = params.window_end(now);
+        let used = self.used(params, end);
+        let to_end = end.saturating_sub(now);
+        let avail = params.limit.saturating_sub(used);
+        let granted = if cost <= avail {
+            cost
+        } else if best_effort {
+            avail
+        } else {
+            0
+        };
+        let retry = if granted == cost {
+            Retry::Granted
+        } else if cost > params.limit {
+            Retry::Never
+        } else {
+            // The next window is fresh, and the cost fits in a fresh window.
+            Retry::After(to_end)
+        };
+        let after = used.saturating_add(granted);
+        Ok(Verdict {
+            granted,
+            limit: params.limit,
+            remaining: avail.saturating_sub(granted),
+            retry,
+            reset_after: if after == 0 { 0 } else { to_end },
+        })
+    }
+
+    fn commit(&mut self, params: &FixedParams, now: Micros, granted: u64) -> Result<(), CoreError> {
+        let end = params.window_end(now);
+        self.count = self
+            .used(params, end)
+            .checked_add(granted)
+            .ok_or(CoreError::Overflow)?;
+        self.end = end;
+        self.params = *params;
+        Ok(())
+    }
+
+    fn fresh_at(&self) -> Micros {
+        if self.count == 0 { 0 } else { self.end }
+    }
+
+    /// FIXED remembers an id until the window of its first call ends.
+    fn dedup_until(params: &FixedParams, now: Micros) -> Micros {
+        params.window_end(now)
+    }
+
+    fn describe(params: &FixedParams) -> Vec<(&'static str, u64)> {
+        vec![
+            ("limit", params.limit),
+            ("window_ms", params.window / 1000),
+            ("offset_ms", params.offset / 1000),
+        ]
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        codec::put_u64(out, self.params.limit);
+        codec::put_u64(out, self.params.window);
+        codec::put_u64(out, self.params.offset);
+        codec::put_u64(out, self.end);
+        codec::put_u64(out, self.count);
+    }
+
+    fn decode(input: &mut Reader<'_>) -> Option<Self> {
+        let limit = input.u64()?;
+        let window = input.u64()?;
+        let offset = input.u64()?;
+        // A stored offset is already reduced: anything else is not our encoding.
+        if offset >= window {
+            return None;
+        }
+        let params = FixedParams::new(limit, window, offset).ok()?;
+        let end = input.u64()?;
+        let count = input.u64()?;
+        Some(Fixed { params, end, count })
+    }
+
+    state_access!(Fixed);
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::core::dedup::DedupId;
+    use crate::core::limiter::{Request, Write};
+    use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
+    use crate::core::time::US_PER_SEC;
+    use crate::core::{LimiterState, codec};
+
+    const MINUTE: u64 = 60 * US_PER_SEC;
+
+    #[test]
+    fn fixed_counts_per_window_and_resets_at_its_end() {
+        let params = FixedParams::new(3, US_PER_SEC, 0).unwrap();
+        #[rustfmt::skip]
+        let rows: &[testkit::Row] = &[
+            // t µs       cost  BE     granted rem  retry µs  reset µs
+            (0,           1,    false, 1,      2,   0,        1_000_000),
+            (250_000,     2,    false, 2,      0,   0,        750_000),
+            (500_000,     1,    false, 0,      0,   500_000,  500_000),
+            (999_999,     1,    false, 0,      0,   1,        1),
+            (1_000_000,   0,    false, 0,      3,   0,        0),
+            (1_000_000,   4,    false, 0,      3,   -1,       0),
+            (1_000_000,   4,    true,  3,      0,   -1,       1_000_000),
+            (1_500_000,   2,    true,  0,      0,   500_000,  500_000),
+            (3_700_000,   1,    false, 1,      2,   0,        300_000),
+            // A clock step back is evaluated at the last update, in the same window.
+            (3_000_000,   2,    false, 2,      0,   0,        300_000),
+        ];
+        testkit::run_table::<Fixed>(&params, params.limit(), rows);
+    }
+
+    #[test]
+    fn fixed_windows_are_shifted_by_the_offset() {
+        // T0 is 22:13:20 UTC; hourly windows at a quarter past end at 22:15.
+        let quarter = FixedParams::new(2, 60 * MINUTE, 15 * MINUTE).unwrap();
+        #[rustfmt::skip]
+        let rows: &[testkit::Row] = &[
+            // t µs              cost  BE     granted rem  retry µs        reset µs
+            (0,                  2,    false, 2,      0,   0,              100 * US_PER_SEC),
+            (99_999_999,         1,    false, 0,      0,   1,              1),
+            (100_000_000,        1,    false, 1,      1,   0,              60 * MINUTE),
+        ];
+        testkit::run_table::<Fixed>(&quarter, quarter.limit(), rows);
+        // An offset of a window or more shifts the windows as its remainder does.
+        assert_eq!(FixedParams::new(2, 60 * MINUTE, 75 * MINUTE), Ok(quarter));
+        assert_eq!(
+            FixedParams::new(2, 60 * MINUTE, 60 * MINUTE)
+                .unwrap()
+                .offset(),
+            0
+        );
+        // Windows before the offset (the first one starts before the epoch) end at the offset.
+        let p = FixedParams::new(1, 100, 30).unwrap();
+        assert_eq!(
+            (p.window_end(0), p.window_end(29), p.window_end(30)),
+            (30, 30, 130)
+        );
+        assert_eq!(p.window_end(Micros::MAX), Micros::MAX);
+    }
+
+    #[test]
+    fn fixed_rejects_zero_parameters() {
+        assert_eq!(
+            FixedParams::new(0, 1, 0),
+            Err(CoreError::InvalidParam("limit"))
+        );
+        assert_eq!(
+            FixedParams::new(1, 0, 0),
+            Err(CoreError::InvalidParam("window"))
+        );
+        assert!(FixedParams::new(MAX_PARAM, MAX_PARAM, u64::MAX).is_ok());
+        assert!(FixedParams::new(MAX_PARAM + 1, 1, 0).is_err());
+    }
+
+    #[test]
+    fn fixed_keeps_its_count_until_the_window_changes() {
+        let three = FixedParams::new(3, US_PER_SEC, 0).unwrap();
+        let five = FixedParams::new(5, US_PER_SEC, 0).unwrap();
+        let one = FixedParams::new(1, US_PER_SEC, 0).unwrap();
+        let shifted = FixedParams::new(3, US_PER_SEC, 250_000).unwrap();
+        let longer = FixedParams::new(3, 2 * US_PER_SEC, 0).unwrap();
+        let mut key = Key::default();
+        assert_eq!(key.take::<Fixed>(&three, T0, 3).remaining, 0);
+        // A raised limit keeps the 3 units used; a lowered one denies until the window ends.
+        assert_eq!(key.peek::<Fixed>(&five, T0, 2).granted, 2);
+        assert_eq!(key.peek::<Fixed>(&five, T0, 3).granted, 0);
+        let v = key.peek::<Fixed>(&one, T0 + 1, 1);
+        assert_eq!(
+            (v.granted, v.remaining, v.retry),
+            (0, 0, Retry::After(999_999))
+        );
+        // Another offset or window length starts fresh.
+        assert_eq!(key.peek::<Fixed>(&shifted, T0, 3).granted, 3);
+        assert_eq!(key.peek::<Fixed>(&longer, T0, 3).granted, 3);
+        assert_eq!(key.take::<Fixed>(&five, T0 + 10, 2).remaining, 0);
+        assert_eq!(key.take::<Fixed>(&longer, T0 + 20, 3).remaining, 0);
+        assert_eq!(
+            key.peek::<Fixed>(&longer, T0 + 20, 0).reset_after,
+            2 * US_PER_SEC - 20
+        );
+    }
+
+    #[test]
+    fn fixed_remembers_dedup_ids_until_the_window_ends() {
+        let p = FixedParams::new(5, US_PER_SEC, 0).unwrap();
+        let mut key = Key::default();
+        let req = |cost, now| Request {
+            dedup: Some(DedupId::of(b"req-1")),
+            ..Request::new(cost, now)
+        };
+        let first = key.call::<Fixed>(&p, &req(2, T0 + 100));
+        assert_eq!(first.verdict.granted, 2);
+        // The key lives until the window ends, which is also when the id is forgotten.
+        assert_eq!(first.expires_at, T0 + US_PER_SEC);
+        let again = key.call::<Fixed>(&p, &req(2, T0 + 999_999));
+        assert!(matches!(again.write, Write::None));
+        assert_eq!(
+            (again.verdict.granted, again.verdict.remaining),
+            (2, 3),
+            "not charged twice"
+        );
+        let next_window = key.call::<Fixed>(&p, &req(2, T0 + US_PER_SEC));
+        assert_eq!(
+            (next_window.verdict.granted, next_window.verdict.remaining),
+            (2, 3)
+        );
+        assert!(!matches!(next_window.write, Write::None));
+    }
+
+    /// The textbook counter: windows numbered `floor((t − offset) / window)` in signed
+    /// arithmetic, one count for the window last written.
+    #[derive(Debug, Default)]
+    struct Windows {
+        stored: Option<(u64, u64, i128, u64)>,
+        last: u64,
+    }
+
+    impl Model for Windows {
+        type Params = FixedParams;
+
+        fn call(&mut self, p: &FixedParams, now: u64, cost: u64, be: bool, peek: bool) -> Verdict {
+            let t = now.max(self.last);
+            let (w, off) = (p.window(), p.offset());
+            let index = (i128::from(t) - i128::from(off)).div_euclid(i128::from(w));
+            let used = match self.stored {
+                Some((sw, so, si, count)) if (sw, so, si) == (w, off, index) => count,
+                _ => 0,
+            };
+            let end = (index + 1) * i128::from(w) + i128::from(off);
+            let to_end = (end - i128::from(t)).min(i128::from(u64::MAX - t)) as u64;
+            let avail = p.limit().saturating_sub(used);
+            let granted = if cost <= avail {
+                cost
+            } else if be {
+                avail
+            } else {
+                0
+            };
+            let retry = if granted == cost {
+                Retry::Granted
+            } else if cost > p.limit() {
+                Retry::Never
+            } else {
+                Retry::After(to_end)
+            };
+            if granted > 0 && !peek {
+                self.stored = Some((w, off, index, used + granted));
+                self.last = t;
+            }
+            Verdict {
+                granted,
+                limit: p.limit(),
+                remaining: avail - granted,
+                retry,
+                reset_after: if used + granted > 0 { to_end } else { 0 },
+            }
+        }
+    }
+
+    fn param_sets() -> Vec<FixedParams> {
+        vec![
+            FixedParams::new(3, US_PER_SEC, 0).unwrap(),
+            FixedParams::new(5, US_PER_SEC, 0).unwrap(),
+            FixedParams::new(3, US_PER_SEC, 250_000).unwrap(),
+            FixedParams::new(3, 700_000, 0).unwrap(),
+            FixedParams::new(2, US_PER_SEC, 1_250_000).unwrap(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn fixed_matches_the_textbook_counter(
+            start in T0..T0 + 10_000_000_000,
+            steps in testkit::steps(1_000_000, 6, 5),
+        ) {
+            testkit::check_against_model::<Fixed, _>(
+                &mut Windows::default(), &param_sets(), start, &steps, GrantedRetry::Zero);
+        }
+
+        #[test]
+        fn fixed_grants_at_most_the_limit_in_any_window(
+            start in T0..T0 + 10_000_000_000,
+            offset in 0..3_000_000u64,
+            steps in testkit::steps(1_000_000, 6, 1),
+        ) {
+            let p = FixedParams::new(3, US_PER_SEC, offset).unwrap();
+            let h = testkit::check_against_model::<Fixed, _>(
+                &mut Windows::default(), &[p], start, &steps, GrantedRetry::Zero);
+            let mut per_window = std::collections::BTreeMap::new();
+            for e in &h {
+                let index = (i128::from(e.at) - i128::from(offset)).div_euclid(1_000_000);
+                *per_window.entry(index).or_insert(0) += e.granted;
+            }
+            prop_assert!(per_window.values().all(|&n| n <= 3), "{per_window:?}");
+        }
+
+        #[test]
+        fn fixed_survives_a_century_and_clock_steps_back(
+            steps in testkit::steps(1_000_000, 6, 1),
+        ) {
+            let p = FixedParams::new(3, US_PER_SEC, 250_000).unwrap();
+            testkit::check_century_jump::<Fixed>(&p, T0, &steps);
+            testkit::check_clock_step_back::<Fixed>(&p, T0, &steps);
+        }
+
+        #[test]
+        fn fixed_state_round_trips_through_the_codec(
+            steps in testkit::steps(1_000_000, 6, 5),
+        ) {
+            testkit::check_codec_round_trip::<Fixed>(&param_sets(), &steps);
+        }
+    }
+
+    #[test]
+    fn fixed_codec_fixture() {
+        let p = FixedParams::new(100, 60_000_000, 1_000).unwrap();
+        let mut key = Key::default();
+        key.take::<Fixed>(&p, 1_000_000, 7);
+        let state = key.state.clone().unwrap();
+        #[rustfmt::skip]
+        let bytes: &[u8] = &[
+            1, 4,                   // codec version, kind Fixed
+            0xc0, 0x84, 0x3d,       // last update 1 000 000 µs
+            100,                    // limit
+            0x80, 0x8e, 0xce, 0x1c, // window 60 000 000 µs
+            0xe8, 0x07,             // offset 1 000 µs
+            0xe8, 0x95, 0xce, 0x1c, // window end 60 001 000 µs
+            7,                      // count
+            0,                      // no dedup ids
+        ];
+        assert_eq!(codec::encode(&state), bytes);
+        assert_eq!(codec::decode(bytes), Some(state));
+        // An offset not below the window is not an encoding we write.
+        let mut bad = bytes.to_vec();
+        bad.splice(10..12, [0x80, 0x8e, 0xce, 0x1c]);
+        assert_eq!(codec::decode(&bad), None::<LimiterState>);
+    }
+}
