@@ -924,12 +924,16 @@ fn read_reply(r: &mut impl BufRead) -> std::io::Result<Reply> {
 // Time
 // ---------------------------------------------------------------------------------------------
 
-/// A round second one hour from now, in Unix ms: `AT` times after it are in the future, so keys
-/// (whose expiry is absolute, counted from `AT`) do not expire during a test.
+/// A round second one hour after this test binary started, in Unix ms: `AT` times after it are
+/// in the future, so keys (whose expiry is absolute, counted from `AT`) do not expire during a
+/// test. It is the same for every call in the binary, so two calls never straddle a second.
 pub fn base_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as u64;
-    (now / 1000 + 3600) * 1000
+    static BASE: OnceLock<u64> = OnceLock::new();
+    *BASE.get_or_init(|| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_millis() as u64;
+        (now / 1000 + 3600) * 1000
+    })
 }
