@@ -175,3 +175,69 @@ fn granted_calls_emit_keyspace_events() {
     assert_eq!(event(sub.recv()), "rl.gcra");
     assert_eq!(event(sub.recv()), "del");
 }
+
+#[test]
+fn repeated_calls_on_live_keys_leak_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // Every command, its options included, on 20 keys that stay alive: memory must not grow.
+    let round = |c: &mut Conn, at: u64| {
+        for k in 0..20u64 {
+            for (cmd, args) in [
+                ("RL.GCRA", &["1000000", "1", "1m", "DEDUP", "a"][..]),
+                ("RL.TOKENBUCKET", &["1000000", "1", "1m", "PEEK"]),
+                ("RL.LEAKYBUCKET", &["1000000", "1", "1m", "BESTEFFORT"]),
+                ("RL.FIXED", &["1000000", "1h", "OFFSET", "5m"]),
+                ("RL.SLIDINGCOUNTER", &["1000000", "1h"]),
+                ("RL.SLIDING", &["1000000", "1h", "PRECISION", "1s"]),
+            ] {
+                let mut v = args![cmd, format!("{cmd}:{k}")].to_vec();
+                v.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+                v.extend(args!["AT", at]);
+                c.ints(&v);
+            }
+            c.ints(&args![
+                "RL.ALL",
+                2,
+                format!("{{a{k}}}:1"),
+                format!("{{a{k}}}:2"),
+                "GCRA",
+                1000000,
+                1,
+                "1m",
+                "SLIDING",
+                1000000,
+                "1h",
+                "PRECISION",
+                "1s",
+                "AT",
+                at
+            ]);
+            c.cmd(&args!["RL.INFO", format!("RL.GCRA:{k}")]);
+            c.cmd(&args!["RL.GCRA", format!("RL.FIXED:{k}"), 1, 1, "1s"]); // WRONGTYPE
+            c.cmd(&args!["RL.GCRA", format!("RL.GCRA:{k}"), 0, 1, "1s"]); // bad argument
+        }
+    };
+    let used = |c: &mut Conn| -> i64 {
+        c.info_field("memory", "used_memory")
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for i in 0..20 {
+        round(&mut c, t + i);
+    }
+    let before = used(&mut c);
+    for i in 20..220 {
+        round(&mut c, t + i * 1000);
+    }
+    let after = used(&mut c);
+    // 200 rounds × 20 keys × 10 calls; the sliding logs gain one 1 s bucket per round (a few
+    // bytes each), everything else is fixed-size.
+    assert!(
+        after - before < 256 * 1024,
+        "used_memory grew by {} bytes",
+        after - before
+    );
+}

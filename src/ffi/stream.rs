@@ -55,6 +55,18 @@ fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
 }
 
+/// Free a string the stream iterator returned.
+fn free_string(ctx: &Context, s: *mut raw::RedisModuleString) {
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    if let Some(free) = unsafe { raw::RedisModule_FreeString } {
+        // SAFETY: `s` was created for this call by the iterator and is not used after this.
+        unsafe { free(ctx.ctx, s) };
+    }
+}
+
 fn parse_count(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
         return None;
@@ -139,11 +151,15 @@ pub fn scan(ctx: &Context, name: &RedisString, from_ms: u64) -> Result<Scan, Sca
             while unsafe { next_field(key.0, &mut field, &mut value) }
                 == raw::REDISMODULE_OK as c_int
             {
-                if bytes(field) == b"count" {
+                let is_count = bytes(field) == b"count";
+                if is_count {
                     count = parse_count(bytes(value));
-                    if count.is_none() {
-                        break;
-                    }
+                }
+                // The iterator hands out new strings the caller owns (no automatic memory here).
+                free_string(ctx, field);
+                free_string(ctx, value);
+                if is_count && count.is_none() {
+                    break;
                 }
             }
             let c = count.ok_or(ScanError::BadCount(id.ms, id.seq))?;
