@@ -26,7 +26,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
 .PHONY: help deps build release test test-unit test-integration test-matrix lint fmt fmt-check \
-	check run stop bench bench-quick clean
+	check run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -94,6 +94,9 @@ bench: deps release ## Benchmarks (bench/run.sh)
 
 bench-quick: deps release ## Short benchmark run (bench/run.sh --quick)
 	RL_MODULE=$(SO_RELEASE) bash bench/run.sh --quick
+
+bench-instructions: deps release ## Instructions per call under callgrind, steady on a busy machine (needs valgrind)
+	RL_MODULE=$(SO_RELEASE) bash bench/instructions.sh
 
 clean: ## Remove build outputs (run/ keeps the data of make run)
 	$(CARGO) clean
