@@ -122,10 +122,8 @@ fn fixed_dedup_ids_live_until_the_window_ends() {
     assert_eq!(call_id(&mut c, t + 1000), [2, 5, 3, 0, 1000]);
 }
 
-#[test]
-fn fixed_resp3_reply_is_a_map() {
-    suite::check_resp3_map(&SPEC);
-}
+// The checks every limiter passes (tests/suite).
+shared_checks!(SPEC);
 
 #[test]
 fn fixed_errors_name_the_argument() {
@@ -143,16 +141,6 @@ fn fixed_errors_name_the_argument() {
 }
 
 #[test]
-fn fixed_wrongtype_names_both_algorithms() {
-    suite::check_wrongtype(&SPEC);
-}
-
-#[test]
-fn fixed_dedup_charges_a_retried_request_once() {
-    suite::check_dedup(&SPEC);
-}
-
-#[test]
 fn fixed_key_expires_when_the_window_ends() {
     suite::check_expiry_is_reset_time(
         &SPEC,
@@ -163,41 +151,6 @@ fn fixed_key_expires_when_the_window_ends() {
             (1900, &[]),
         ],
     );
-}
-
-#[test]
-fn fixed_denied_and_peek_write_and_propagate_nothing() {
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-}
-
-#[test]
-fn fixed_info_describes_the_key() {
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn fixed_survives_debug_reload() {
-    suite::check_debug_reload(&SPEC);
-}
-
-#[test]
-fn fixed_survives_aof_rewrite_with_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-}
-
-#[test]
-fn fixed_survives_aof_rewrite_without_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "no");
-}
-
-#[test]
-fn fixed_survives_restart() {
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn fixed_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
 }
 
 #[test]

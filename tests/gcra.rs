@@ -18,27 +18,8 @@ const SPEC: Spec = Spec {
     info_name: "gcra",
 };
 
-// The checks every limiter passes (tests/suite), for GCRA; its own cases follow.
-
-#[test]
-fn gcra_passes_the_shared_wrongtype_dedup_and_write_checks() {
-    suite::check_wrongtype(&SPEC);
-    suite::check_dedup(&SPEC);
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn gcra_survives_aof_rewrites_and_restart() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-    suite::check_aof_rewrite(&SPEC, "no");
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn gcra_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
-}
+// The checks every limiter passes (tests/suite); GCRA's own cases follow.
+shared_checks!(SPEC);
 
 #[test]
 fn gcra_replies_follow_the_schedule() {

@@ -77,10 +77,8 @@ fn leakybucket_workers_that_wait_the_delay_leave_at_the_rate() {
     );
 }
 
-#[test]
-fn leakybucket_resp3_reply_is_a_map() {
-    suite::check_resp3_map(&SPEC);
-}
+// The checks every limiter passes (tests/suite).
+shared_checks!(SPEC);
 
 #[test]
 fn leakybucket_errors_name_the_argument() {
@@ -95,16 +93,6 @@ fn leakybucket_errors_name_the_argument() {
 }
 
 #[test]
-fn leakybucket_wrongtype_names_both_algorithms() {
-    suite::check_wrongtype(&SPEC);
-}
-
-#[test]
-fn leakybucket_dedup_charges_a_retried_request_once() {
-    suite::check_dedup(&SPEC);
-}
-
-#[test]
 fn leakybucket_key_expires_when_the_bucket_is_empty_again() {
     suite::check_expiry_is_reset_time(
         &SPEC,
@@ -115,39 +103,4 @@ fn leakybucket_key_expires_when_the_bucket_is_empty_again() {
             (900, &[]),
         ],
     );
-}
-
-#[test]
-fn leakybucket_denied_and_peek_write_and_propagate_nothing() {
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-}
-
-#[test]
-fn leakybucket_info_describes_the_key() {
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn leakybucket_survives_debug_reload() {
-    suite::check_debug_reload(&SPEC);
-}
-
-#[test]
-fn leakybucket_survives_aof_rewrite_with_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-}
-
-#[test]
-fn leakybucket_survives_aof_rewrite_without_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "no");
-}
-
-#[test]
-fn leakybucket_survives_restart() {
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn leakybucket_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
 }

@@ -21,10 +21,8 @@ const SPEC: Spec = Spec {
     info_name: "sliding",
 };
 
-#[test]
-fn sliding_resp3_reply_is_a_map() {
-    suite::check_resp3_map(&SPEC);
-}
+// The checks every limiter passes (tests/suite).
+shared_checks!(SPEC);
 
 #[test]
 fn sliding_errors_name_the_argument() {
@@ -42,16 +40,6 @@ fn sliding_errors_name_the_argument() {
 }
 
 #[test]
-fn sliding_wrongtype_names_both_algorithms() {
-    suite::check_wrongtype(&SPEC);
-}
-
-#[test]
-fn sliding_dedup_charges_a_retried_request_once() {
-    suite::check_dedup(&SPEC);
-}
-
-#[test]
 fn sliding_key_expires_when_its_newest_entry_leaves() {
     suite::check_expiry_is_reset_time(
         &SPEC,
@@ -63,41 +51,6 @@ fn sliding_key_expires_when_its_newest_entry_leaves() {
             (1250, &["COST", "2"]),
         ],
     );
-}
-
-#[test]
-fn sliding_denied_and_peek_write_and_propagate_nothing() {
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-}
-
-#[test]
-fn sliding_info_describes_the_key() {
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn sliding_survives_debug_reload() {
-    suite::check_debug_reload(&SPEC);
-}
-
-#[test]
-fn sliding_survives_aof_rewrite_with_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-}
-
-#[test]
-fn sliding_survives_aof_rewrite_without_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "no");
-}
-
-#[test]
-fn sliding_survives_restart() {
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn sliding_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
 }
 
 /// `n` granted calls, one per millisecond from `t`, pipelined.

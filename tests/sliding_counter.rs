@@ -77,10 +77,8 @@ fn slidingcounter_retry_is_exact_below_the_millisecond() {
     assert_eq!(sc(&mut c, 1_142_858)[0], 1);
 }
 
-#[test]
-fn slidingcounter_resp3_reply_is_a_map() {
-    suite::check_resp3_map(&SPEC);
-}
+// The checks every limiter passes (tests/suite).
+shared_checks!(SPEC);
 
 #[test]
 fn slidingcounter_errors_name_the_argument() {
@@ -95,16 +93,6 @@ fn slidingcounter_errors_name_the_argument() {
 }
 
 #[test]
-fn slidingcounter_wrongtype_names_both_algorithms() {
-    suite::check_wrongtype(&SPEC);
-}
-
-#[test]
-fn slidingcounter_dedup_charges_a_retried_request_once() {
-    suite::check_dedup(&SPEC);
-}
-
-#[test]
 fn slidingcounter_key_expires_when_both_windows_are_over() {
     suite::check_expiry_is_reset_time(
         &SPEC,
@@ -115,39 +103,4 @@ fn slidingcounter_key_expires_when_both_windows_are_over() {
             (1900, &[]),
         ],
     );
-}
-
-#[test]
-fn slidingcounter_denied_and_peek_write_and_propagate_nothing() {
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-}
-
-#[test]
-fn slidingcounter_info_describes_the_key() {
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn slidingcounter_survives_debug_reload() {
-    suite::check_debug_reload(&SPEC);
-}
-
-#[test]
-fn slidingcounter_survives_aof_rewrite_with_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-}
-
-#[test]
-fn slidingcounter_survives_aof_rewrite_without_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "no");
-}
-
-#[test]
-fn slidingcounter_survives_restart() {
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn slidingcounter_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
 }

@@ -60,10 +60,8 @@ fn tokenbucket_keeps_its_tokens_when_the_capacity_changes() {
     );
 }
 
-#[test]
-fn tokenbucket_resp3_reply_is_a_map() {
-    suite::check_resp3_map(&SPEC);
-}
+// The checks every limiter passes (tests/suite).
+shared_checks!(SPEC);
 
 #[test]
 fn tokenbucket_errors_name_the_argument() {
@@ -78,16 +76,6 @@ fn tokenbucket_errors_name_the_argument() {
 }
 
 #[test]
-fn tokenbucket_wrongtype_names_both_algorithms() {
-    suite::check_wrongtype(&SPEC);
-}
-
-#[test]
-fn tokenbucket_dedup_charges_a_retried_request_once() {
-    suite::check_dedup(&SPEC);
-}
-
-#[test]
 fn tokenbucket_key_expires_when_the_bucket_is_full_again() {
     suite::check_expiry_is_reset_time(
         &SPEC,
@@ -98,39 +86,4 @@ fn tokenbucket_key_expires_when_the_bucket_is_full_again() {
             (900, &[]),
         ],
     );
-}
-
-#[test]
-fn tokenbucket_denied_and_peek_write_and_propagate_nothing() {
-    suite::check_denied_and_peek_write_nothing(&SPEC);
-}
-
-#[test]
-fn tokenbucket_info_describes_the_key() {
-    suite::check_info(&SPEC);
-}
-
-#[test]
-fn tokenbucket_survives_debug_reload() {
-    suite::check_debug_reload(&SPEC);
-}
-
-#[test]
-fn tokenbucket_survives_aof_rewrite_with_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "yes");
-}
-
-#[test]
-fn tokenbucket_survives_aof_rewrite_without_rdb_preamble() {
-    suite::check_aof_rewrite(&SPEC, "no");
-}
-
-#[test]
-fn tokenbucket_survives_restart() {
-    suite::check_restart(&SPEC);
-}
-
-#[test]
-fn tokenbucket_replica_matches_a_master_whose_clock_moved() {
-    suite::check_replication(&SPEC);
 }

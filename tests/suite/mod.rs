@@ -12,6 +12,63 @@ use std::time::Duration;
 
 use crate::common::*;
 
+/// The checks that need nothing but the [`Spec`], one test each, for a command's test file:
+/// `shared_checks!(SPEC);` (the file's name tells which command a failing test is about).
+#[macro_export]
+macro_rules! shared_checks {
+    ($spec:expr) => {
+        #[test]
+        fn resp3_reply_is_the_same_reply_as_a_map() {
+            suite::check_resp3_map(&$spec);
+        }
+
+        #[test]
+        fn wrongtype_names_both_algorithms() {
+            suite::check_wrongtype(&$spec);
+        }
+
+        #[test]
+        fn dedup_charges_a_retried_request_once() {
+            suite::check_dedup(&$spec);
+        }
+
+        #[test]
+        fn denied_and_peek_write_and_propagate_nothing() {
+            suite::check_denied_and_peek_write_nothing(&$spec);
+        }
+
+        #[test]
+        fn info_describes_the_key() {
+            suite::check_info(&$spec);
+        }
+
+        #[test]
+        fn state_survives_debug_reload() {
+            suite::check_debug_reload(&$spec);
+        }
+
+        #[test]
+        fn state_survives_aof_rewrite_with_rdb_preamble() {
+            suite::check_aof_rewrite(&$spec, "yes");
+        }
+
+        #[test]
+        fn state_survives_aof_rewrite_without_rdb_preamble() {
+            suite::check_aof_rewrite(&$spec, "no");
+        }
+
+        #[test]
+        fn state_survives_restart() {
+            suite::check_restart(&$spec);
+        }
+
+        #[test]
+        fn replica_matches_a_master_whose_clock_moved() {
+            suite::check_replication(&$spec);
+        }
+    };
+}
+
 /// One limiter command under test.
 pub struct Spec {
     /// The command as users type it (`RL.FIXED`); WRONGTYPE errors name it so.
