@@ -52,17 +52,6 @@ fn snapshot(c: &mut Conn, keys: &[String]) -> Vec<(Reply, i64)> {
         .collect()
 }
 
-fn wait_rewrite_done(c: &mut Conn) {
-    wait_until("AOF rewrite", Duration::from_secs(10), || {
-        c.info_field("persistence", "aof_rewrite_in_progress")
-            .as_deref()
-            == Some("0")
-            && c.info_field("persistence", "aof_rewrite_scheduled")
-                .as_deref()
-                == Some("0")
-    });
-}
-
 #[test]
 fn state_survives_debug_reload() {
     let s = Server::start();

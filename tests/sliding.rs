@@ -430,17 +430,6 @@ fn snapshot(c: &mut Conn, keys: &[String]) -> Vec<(Reply, i64, Reply)> {
         .collect()
 }
 
-fn wait_rewrite_done(c: &mut Conn) {
-    wait_until("AOF rewrite", Duration::from_secs(10), || {
-        c.info_field("persistence", "aof_rewrite_in_progress")
-            .as_deref()
-            == Some("0")
-            && c.info_field("persistence", "aof_rewrite_scheduled")
-                .as_deref()
-                == Some("0")
-    });
-}
-
 #[test]
 fn sliding_log_survives_debug_reload_copy_and_restart() {
     let mut s = Server::start_with(&["--save", "3600 1"]);

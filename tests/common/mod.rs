@@ -489,6 +489,18 @@ pub fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool
     }
 }
 
+/// Wait (10 s) until no AOF rewrite is running or scheduled.
+pub fn wait_rewrite_done(c: &mut Conn) {
+    wait_until("AOF rewrite", Duration::from_secs(10), || {
+        c.info_field("persistence", "aof_rewrite_in_progress")
+            .as_deref()
+            == Some("0")
+            && c.info_field("persistence", "aof_rewrite_scheduled")
+                .as_deref()
+                == Some("0")
+    });
+}
+
 /// Wait (10 s) until the replica has processed everything the master has sent: the master's
 /// `master_repl_offset` equals the replica's `slave_repl_offset`.
 pub fn wait_replica_synced(master: &Server, replica: &Server) {

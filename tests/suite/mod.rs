@@ -425,17 +425,6 @@ fn snapshot(c: &mut Conn, spec: &Spec, keys: &[String], t: u64) -> Vec<(Reply, i
         .collect()
 }
 
-fn wait_rewrite_done(c: &mut Conn) {
-    wait_until("AOF rewrite", Duration::from_secs(10), || {
-        c.info_field("persistence", "aof_rewrite_in_progress")
-            .as_deref()
-            == Some("0")
-            && c.info_field("persistence", "aof_rewrite_scheduled")
-                .as_deref()
-                == Some("0")
-    });
-}
-
 /// The state survives DEBUG RELOAD (RDB save and load) byte for byte, with its expiry.
 pub fn check_debug_reload(spec: &Spec) {
     let s = Server::start();
