@@ -507,6 +507,35 @@ fn throttle_rounds_seconds_like_redis_cell() {
 }
 
 #[test]
+fn throttle_takes_at_as_an_extension() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // 1 per 3 s with no extra burst, at given times: exact, whatever the real clock does.
+    assert_eq!(
+        c.ints(&args!["CL.THROTTLE", "k", 0, 1, 3, "AT", t]),
+        [0, 1, 0, -1, 3]
+    );
+    assert_eq!(
+        c.ints(&args!["CL.THROTTLE", "k", 0, 1, 3, 1, "AT", t + 1000]),
+        [1, 1, 0, 2, 2]
+    );
+    assert_eq!(
+        c.ints(&args!["CL.THROTTLE", "k", 0, 1, 3, "at", t + 3000]),
+        [0, 1, 0, -1, 3]
+    );
+    assert_eq!(c.int(&["PEXPIRETIME", "k"]), (t + 6000) as i64);
+    assert_eq!(
+        c.err(&args!["CL.THROTTLE", "k", 0, 1, 3, "AT", "soon"]),
+        "ERR invalid time 'soon' for AT, expected unix milliseconds"
+    );
+    assert_eq!(
+        c.err(&args!["CL.THROTTLE", "k", 0, 1, 3, "NOW", t]),
+        "ERR wrong number of arguments for 'cl.throttle' command"
+    );
+}
+
+#[test]
 fn info_describes_without_changing() {
     let s = Server::start();
     let mut c = s.conn();

@@ -4,13 +4,14 @@
 //! `[limited, limit, remaining, retry_after_s, reset_after_s]`, where `limit = max_burst + 1`,
 //! `retry_after_s` is -1 when allowed, and seconds are rounded as redis-cell rounds them (whole
 //! milliseconds, then up to the next second). It runs RL.GCRA with `burst = max_burst + 1` on the
-//! same kind of key, so a limiter can be moved between the two commands.
+//! same kind of key, so a limiter can be moved between the two commands. An optional trailing
+//! `AT t` (not in redis-cell) evaluates at a given time; replication uses it.
 
 use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::commands::args::{Args, Options, format_at, non_negative, positive};
+use crate::commands::args::{Args, Options, at_time, non_negative, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::gcra::{Gcra, GcraParams};
@@ -38,7 +39,16 @@ impl LimiterCommand for ThrottleCommand {
     }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        if !(5..=6).contains(&items.len()) {
+        // redis-cell's arguments, optionally followed by `AT t` (our extension, which is also how
+        // a call replicates: the same command with its evaluation time).
+        let at_index = match items.len() {
+            5 | 6 => None,
+            7 | 8 => Some(items.len().saturating_sub(2)),
+            _ => return Err(RlError::Arity),
+        };
+        if let Some(i) = at_index
+            && !items.get(i).is_some_and(|t| t.eq_ignore_ascii_case(b"AT"))
+        {
             return Err(RlError::Arity);
         }
         let mut args = Args::new(items);
@@ -47,46 +57,24 @@ impl LimiterCommand for ThrottleCommand {
         let max_burst = non_negative(args.required()?, "max_burst")?;
         let count = positive(args.required()?, "count per period")?;
         let period_s = positive(args.required()?, "period")?;
-        let quantity = match args.next() {
+        let quantity = match args.next().filter(|q| !q.eq_ignore_ascii_case(b"AT")) {
             Some(q) => non_negative(q, "quantity")?,
             None => 1,
+        };
+        let at = match at_index.and_then(|i| items.get(i.saturating_add(1))) {
+            Some(t) => Some(at_time(t)?),
+            None => None,
         };
         let burst = max_burst.checked_add(1).ok_or(RlError::Overflow)?;
         let period = period_s.checked_mul(US_PER_SEC).ok_or(RlError::Overflow)?;
         let params = GcraParams::new(burst, count, period).map_err(|_| RlError::Overflow)?;
         let opts = Options {
             cost: quantity,
+            at,
+            at_index,
             ..Options::default()
         };
         Ok(Parsed { params, opts })
-    }
-
-    /// Replicated as the equivalent RL.GCRA call, which carries `AT`.
-    fn replicate(ctx: &Context, args: &[RedisString], opts: &Options, now: Micros) {
-        let (Some(key), Some(burst), Some(count), Some(period)) =
-            (args.get(1), args.get(2), args.get(3), args.get(4))
-        else {
-            return;
-        };
-        let (key, count, period) = (key.as_slice(), count.as_slice(), period.as_slice());
-        let burst = crate::commands::args::parse_u64(burst.as_slice())
-            .and_then(|b| b.checked_add(1))
-            .unwrap_or(1)
-            .to_string();
-        let period = [period, b"s"].concat();
-        let cost = opts.cost.to_string();
-        let at = format_at(now);
-        let out: [&[u8]; 8] = [
-            key,
-            burst.as_bytes(),
-            count,
-            &period,
-            b"COST",
-            cost.as_bytes(),
-            b"AT",
-            at.as_bytes(),
-        ];
-        ctx.replicate("rl.gcra", out.as_slice());
     }
 
     fn reply(_ctx: &Context, d: &Decision, v: &Verdict) -> RedisValue {
