@@ -26,7 +26,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
 .PHONY: help deps build release test test-unit test-integration test-matrix lint fmt fmt-check \
-	check run stop bench bench-quick bench-instructions clean
+	check memcheck run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
 	@echo "usage: make <target>"
@@ -61,6 +61,9 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Valkey 8 and Valkey 9
 
 # Layering guard: matches on code lines only (comment lines may name what they avoid).
 NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
+
+memcheck: deps ## Integration tests with every server under valgrind; fails on invalid access or leaks (needs valgrind)
+	scripts/memcheck.sh
 
 lint: deps ## clippy -D warnings on all targets, and the layering guard (core pure, commands safe)
 	$(CARGO) clippy --all-targets -- -D warnings

@@ -23,17 +23,18 @@ impl Rng {
     }
 }
 
-/// One random limiter call on one of a few keys, on the server's own clock.
+/// One random limiter call on one of a few keys, on the server's own clock. Rates are per
+/// minute, so keys outlive the test (a key expiring between the two KEYS calls would fail it).
 fn random_call(c: &mut Conn, rng: &mut Rng) {
     let key = format!("k{}", rng.below(6));
     let burst = 3 + rng.below(3);
     let rate = 50 + rng.below(50);
     let cost = rng.below(4);
     let mut cmd = match rng.below(4) {
-        0 => args!["RL.GCRA", &key, burst, rate, "1s", "COST", cost].to_vec(),
-        1 => args!["RL.TOKENBUCKET", &key, burst, rate, "1s", "COST", cost].to_vec(),
-        2 => args!["RL.LEAKYBUCKET", &key, burst, rate, "1s", "COST", cost].to_vec(),
-        _ => args!["CL.THROTTLE", &key, burst, rate, 1, cost].to_vec(),
+        0 => args!["RL.GCRA", &key, burst, rate, "1m", "COST", cost].to_vec(),
+        1 => args!["RL.TOKENBUCKET", &key, burst, rate, "1m", "COST", cost].to_vec(),
+        2 => args!["RL.LEAKYBUCKET", &key, burst, rate, "1m", "COST", cost].to_vec(),
+        _ => args!["CL.THROTTLE", &key, burst, rate, 60, cost].to_vec(),
     };
     if !cmd[0].starts_with(b"CL") {
         match rng.below(6) {

@@ -176,7 +176,7 @@ fn streamcount_replicates_effects_not_the_clock() {
             let _ = m.int(&args![
                 "RL.STREAMCOUNT",
                 &key,
-                "50ms",
+                "1m",
                 "ADD",
                 1 + i % 3,
                 "LIMIT",
