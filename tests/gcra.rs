@@ -170,7 +170,7 @@ fn gcra_dedup_charges_a_retried_request_once() {
     let s = Server::start();
     let mut c = s.conn();
     let t = base_ms();
-    let call = |c: &mut Conn, at: u64, id: &[u8]| {
+    let call = |c: &mut Conn, at: u64, cost: u64, id: &[u8]| {
         c.ints(&args![
             "RL.GCRA",
             "k",
@@ -178,54 +178,24 @@ fn gcra_dedup_charges_a_retried_request_once() {
             1,
             "1s",
             "COST",
-            3,
+            cost,
             "DEDUP",
             id,
             "AT",
             t + at
         ])
     };
-    assert_eq!(call(&mut c, 0, b"req-1"), [3, 10, 7, 0, 3000]);
+    assert_eq!(call(&mut c, 0, 3, b"req-1"), [3, 10, 7, 0, 3000]);
     // The retry is not charged: the remembered grant, the current state, retry 0.
-    assert_eq!(call(&mut c, 10, b"req-1"), [3, 10, 7, 0, 2990]);
+    assert_eq!(call(&mut c, 10, 3, b"req-1"), [3, 10, 7, 0, 2990]);
     // Ids are binary-safe and distinct.
-    assert_eq!(call(&mut c, 10, b"req-1\0"), [3, 10, 4, 0, 5990]);
+    assert_eq!(call(&mut c, 10, 3, b"req-1\0"), [3, 10, 4, 0, 5990]);
     // A denied call does not remember its id.
-    assert_eq!(
-        c.ints(&args![
-            "RL.GCRA",
-            "k",
-            10,
-            1,
-            "1s",
-            "COST",
-            9,
-            "DEDUP",
-            "big",
-            "AT",
-            t + 20
-        ]),
-        [0, 10, 4, 4980, 5980]
-    );
-    assert_eq!(
-        c.ints(&args![
-            "RL.GCRA",
-            "k",
-            10,
-            1,
-            "1s",
-            "COST",
-            4,
-            "DEDUP",
-            "big",
-            "AT",
-            t + 20
-        ]),
-        [4, 10, 0, 0, 9980]
-    );
+    assert_eq!(call(&mut c, 20, 9, b"big"), [0, 10, 4, 4980, 5980]);
+    assert_eq!(call(&mut c, 20, 4, b"big"), [4, 10, 0, 0, 9980]);
     // Forgotten one period (1 s) after the first call: charged again.
-    assert_eq!(call(&mut c, 1000, b"req-1")[0], 0);
-    assert_eq!(call(&mut c, 3000, b"req-1"), [3, 10, 0, 0, 10000]);
+    assert_eq!(call(&mut c, 1000, 3, b"req-1")[0], 0);
+    assert_eq!(call(&mut c, 3000, 3, b"req-1"), [3, 10, 0, 0, 10000]);
     // The key lives while ids are remembered, at least until its reset.
     let info = c.cmd(&["RL.INFO", "k"]);
     let fields = info.as_array().unwrap();

@@ -23,16 +23,28 @@ impl LimiterCommand for GcraCommand {
     }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        let mut args = Args::new(items);
-        let _name = args.required()?;
-        let _key = args.required()?;
-        let burst = positive(args.required()?, "burst")?;
-        let rate = positive(args.required()?, "rate")?;
-        let period = duration(args.required()?, "period")?;
-        let params = GcraParams::new(burst, rate, period)?;
-        let opts = Options::parse(&mut args, |_, _| Ok(false))?;
-        Ok(Parsed { params, opts })
+        parse_schedule(items, ["burst", "rate"])
     }
+}
+
+/// `cmd key <units> <rate> <period> [options]`: the arguments of every command on the GCRA
+/// schedule (RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET), with the names each gives the first two.
+///
+/// # Errors
+/// Arity, a count that is not a positive integer, a bad duration, the shared options' errors.
+pub fn parse_schedule(
+    items: &[&[u8]],
+    [units, rate]: [&'static str; 2],
+) -> Result<Parsed<GcraParams>, RlError> {
+    let mut args = Args::new(items);
+    let _name = args.required()?;
+    let _key = args.required()?;
+    let units = positive(args.required()?, units)?;
+    let rate = positive(args.required()?, rate)?;
+    let period = duration(args.required()?, "period")?;
+    let params = GcraParams::new(units, rate, period)?;
+    let opts = Options::parse(&mut args, |_, _| Ok(false))?;
+    Ok(Parsed { params, opts })
 }
 
 /// RL.GCRA key burst rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]

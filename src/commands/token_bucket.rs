@@ -4,7 +4,7 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisResult, RedisString};
 
-use crate::commands::args::{Args, Options, duration, positive};
+use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
 use crate::core::token_bucket::TokenBucket;
@@ -24,15 +24,7 @@ impl LimiterCommand for TokenBucketCommand {
     }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        let mut args = Args::new(items);
-        let _name = args.required()?;
-        let _key = args.required()?;
-        let capacity = positive(args.required()?, "capacity")?;
-        let refill = positive(args.required()?, "refill")?;
-        let period = duration(args.required()?, "period")?;
-        let params = GcraParams::new(capacity, refill, period)?;
-        let opts = Options::parse(&mut args, |_, _| Ok(false))?;
-        Ok(Parsed { params, opts })
+        parse_schedule(items, ["capacity", "refill"])
     }
 }
 
