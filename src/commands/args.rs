@@ -4,6 +4,7 @@
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
 use crate::core::Micros;
+use crate::core::decimal::parse_u64_digits;
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::Request;
@@ -76,14 +77,10 @@ impl<'a> Iterator for Args<'a> {
 
 /// A plain decimal integer in `0..=i64::MAX`: digits only, no sign, no spaces.
 pub fn parse_u64(token: &[u8]) -> Option<u64> {
-    if token.is_empty() || token.len() > 19 || !token.iter().all(u8::is_ascii_digit) {
+    if token.len() > 19 {
         return None;
     }
-    let v = token.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?
-            .checked_add(u64::from(d.wrapping_sub(b'0')))
-    })?;
-    (v <= MAX_PARAM).then_some(v)
+    parse_u64_digits(token).filter(|&v| v <= MAX_PARAM)
 }
 
 /// A count ≥ 1.

@@ -22,6 +22,7 @@
 )]
 
 pub mod codec;
+pub mod decimal;
 pub mod dedup;
 pub mod fixed_window;
 pub mod gcra;
