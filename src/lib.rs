@@ -10,6 +10,7 @@ pub mod core;
 pub mod error;
 pub mod ffi;
 pub mod stats;
+pub mod tally_cache;
 
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{Context, RedisString, Status, redis_module};
@@ -30,6 +31,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }
+    }
+    if let Err(e) = ffi::events::subscribe(ctx) {
+        ctx.log_warning(&format!("ratelimit: {e}"));
+        return Status::Err;
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
     std::panic::set_hook(Box::new(|info| {

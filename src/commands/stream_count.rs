@@ -1,21 +1,32 @@
 //! RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
 //!
 //! A sliding-window counter on a real Redis stream, in the layout of the classic Lua script (one
-//! entry per accepted call, field `count`), so existing keys keep working. The sum is read with
-//! the stream iterator; the writes are XADD with an explicit ID, XTRIM MINID ~ and PEXPIREAT,
-//! each replicated by Redis as the exact effect (the approximate trim is rewritten by Redis to
-//! the entries it really removed), so replicas and the AOF never depend on the master's clock.
+//! entry per accepted call, field `count`), so existing keys keep working.
+//!
+//! The window's total is a running total ([`Tally`], kept in `tally_cache`): reconciled with the
+//! stream's length and last entry ID (reading only entries appended by other writers), slid to
+//! the new window start (reading only the entries that left or entered), and rebuilt by reading
+//! the window when the figures disagree or a keyspace event dropped it. Amortized O(1) per call.
+//!
+//! The writes are the stream API's append, approximate `MINID` trim and absolute expiry; each is
+//! replicated as its exact effect (`XADD key <id> count <n>`, `XTRIM key MINID <first kept ID>`,
+//! `PEXPIREAT key <ms>`), so replicas and the AOF never depend on the master's clock or on its
+//! stream node layout, and the keyspace events are those of the commands.
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
 use crate::core::Micros;
-use crate::core::stream_count::{Plan, next_id, plan, window_start_ms};
+use crate::core::stream_count::{
+    IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
+};
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
-use crate::ffi::stream::{Scan, ScanError, scan};
-use crate::stats;
+use crate::ffi::notify::{Class, notify_as};
+use crate::ffi::replicate::replicate_bytes;
+use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
+use crate::{stats, tally_cache};
 
 /// Parsed arguments of RL.STREAMCOUNT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,21 +81,79 @@ impl StreamCountRequest {
 
 fn scan_error(e: ScanError) -> RlError {
     match e {
-        ScanError::WrongType => RlError::WrongType,
-        ScanError::BadCount(ms, seq) => RlError::BadStreamEntry(format!("{ms}-{seq}")),
+        ScanError::BadCount(id) => RlError::BadStreamEntry(format!("{}-{}", id.ms, id.seq)),
         ScanError::Overflow => RlError::Overflow,
     }
 }
 
-/// Run a write through Redis with replication of its effect (`!`), errors as values.
-fn call(ctx: &Context, cmd: &str, args: &[&[u8]]) -> Result<(), String> {
-    let opts = CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build();
-    let res: CallResult = ctx.call_ext(cmd, &opts, args);
-    res.map(|_| ())
-        .map_err(|e| e.to_utf8_string().unwrap_or_default())
+/// From `from` to the end of the stream.
+fn to_end(from: StreamId) -> IdRange {
+    IdRange {
+        from,
+        to: StreamId {
+            ms: u64::MAX,
+            seq: u64::MAX,
+        },
+    }
+}
+
+/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
+/// from the stream.
+///
+/// # Errors
+/// An entry in the window without an integer `count`, a sum over 64 bits.
+fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Result<Tally, RlError> {
+    let len = key.len();
+    let last = key.last();
+    let rebuild = || -> Result<Tally, RlError> {
+        let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
+        Tally::rebuilt(len, last, cut, n, sum).ok_or(RlError::Overflow)
+    };
+    let Some(t) = cached else {
+        return rebuild();
+    };
+    let reconciled = match t.reconcile(len, last) {
+        Reconcile::Same => Some(t),
+        Reconcile::HeadTrimmed => t.head_trimmed(len),
+        Reconcile::Appended { below, window } => {
+            let below_n = below.map_or(0, |r| key.count(r));
+            let (window_n, window_sum) = match window {
+                Some(r) => key.sum(r).map_err(scan_error)?,
+                None => (0, 0),
+            };
+            last.and_then(|last| t.appended(len, last, below_n, window_n, window_sum))
+        }
+        Reconcile::Rebuild => None,
+    };
+    let Some(t) = reconciled else {
+        return rebuild();
+    };
+    let (n, sum) = match t.slide(cut) {
+        Slide::Stay => (0, 0),
+        Slide::Leave(r) | Slide::Enter(r) => key.sum(r).map_err(scan_error)?,
+    };
+    match t.slid(cut, n, sum) {
+        Some(t) => Ok(t),
+        None => rebuild(),
+    }
+}
+
+/// The key's tally for the length of one call: taken from the cache at the start, given back
+/// (or dropped, when the call did not say what it is) at the end, on every path.
+struct TallyGuard<'a> {
+    db: i32,
+    key: &'a [u8],
+    tally: Option<Tally>,
+}
+
+impl Drop for TallyGuard<'_> {
+    fn drop(&mut self) {
+        tally_cache::finish(self.db, self.key, self.tally);
+    }
+}
+
+fn reply(total: u64) -> RedisValue {
+    RedisValue::Integer(i64::try_from(total).unwrap_or(i64::MAX))
 }
 
 /// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
@@ -94,50 +163,83 @@ fn call(ctx: &Context, cmd: &str, args: &[&[u8]]) -> Result<(), String> {
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = StreamCountRequest::parse(&bytes)?;
-    let key = args.get(1).ok_or(RlError::Arity)?;
-    let key_bytes = key.as_slice();
+    let name = args.get(1).ok_or(RlError::Arity)?;
     let now = req.at.unwrap_or_else(server_now);
-    let from_ms = window_start_ms(now, req.window);
+    let cut = StreamId::at_ms(window_start_ms(now, req.window));
+    let db = selected_db(ctx);
 
-    let (total, last) = match scan(ctx, key, from_ms).map_err(scan_error)? {
-        Scan::Missing => (0, None),
-        Scan::Stream { total, last } => (total, last),
+    // Opening the key first lets Redis expire it (the event drops its tally) before the cache
+    // is read.
+    let key = StreamKey::open(ctx, name, false);
+    let kind = key.kind();
+    let mut guard = TallyGuard {
+        db,
+        key: name.as_slice(),
+        tally: None,
     };
-    let after = match plan(total, req.add, req.limit).ok_or(RlError::Overflow)? {
+    let cached = tally_cache::begin(db, name.as_slice());
+    let tally = match kind {
+        Kind::Other => return Err(RlError::WrongType.into()),
+        Kind::Missing => Tally::rebuilt(0, None, cut, 0, 0).ok_or(RlError::Overflow)?,
+        Kind::Stream => current_tally(&key, cached, cut)?,
+    };
+    guard.tally = Some(tally);
+    let after = match plan(tally.sum, req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
             return Ok(RedisValue::Integer(-1));
         }
         Plan::Report(total) => {
             stats::STREAMCOUNT.record(true);
-            return Ok(RedisValue::Integer(
-                i64::try_from(total).unwrap_or(i64::MAX),
-            ));
+            return Ok(reply(total));
         }
         Plan::Append(after) => after,
     };
+    drop(key);
 
+    // From here the stream changes: the tally is dropped unless every step is accounted for.
+    guard.tally = None;
+    let mut key = StreamKey::open(ctx, name, true);
     let add = req.add.to_string();
-    let explicit = next_id(now, last).map(|(ms, seq)| format!("{ms}-{seq}"));
-    // An explicit ID fails only if a deleted entry left the stream's last ID higher than its
-    // last entry's; then `*` picks the next ID after it.
-    let appended = explicit.is_some_and(|id| {
-        call(
-            ctx,
-            "XADD",
-            &[key_bytes, id.as_bytes(), b"count", add.as_bytes()],
-        )
-        .is_ok()
-    });
-    if !appended {
-        call(ctx, "XADD", &[key_bytes, b"*", b"count", add.as_bytes()]).map_err(RlError::Server)?;
+    // The evaluation time's ID, never below the last entry; if a deleted entry left the
+    // stream's last ID higher, the next automatic ID after it.
+    let wanted =
+        next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
+    let id = wanted
+        .and_then(|id| key.add(Some(id), add.as_bytes()))
+        .or_else(|| key.add(None, add.as_bytes()))
+        .ok_or_else(|| {
+            RlError::Server("ERR the stream has exhausted the last possible ID".into())
+        })?;
+    let mut updated = tally.added(id, req.add);
+    let id_text = format!("{}-{}", id.ms, id.seq);
+    replicate_bytes(
+        ctx,
+        c"XADD",
+        name,
+        &[id_text.as_bytes(), b"count", add.as_bytes()],
+    );
+    notify_as(ctx, Class::Stream, c"xadd", name);
+
+    let trimmed = key.trim_below(cut);
+    if trimmed > 0 {
+        updated = updated.and_then(|t| t.trimmed(trimmed));
+        // What the approximate trim removed, exactly: everything before the first entry kept.
+        if let Some(first) = key.first() {
+            let first_text = format!("{}-{}", first.ms, first.seq);
+            replicate_bytes(ctx, c"XTRIM", name, &[b"MINID", first_text.as_bytes()]);
+        }
+        notify_as(ctx, Class::Stream, c"xtrim", name);
     }
-    let from = from_ms.to_string();
-    call(ctx, "XTRIM", &[key_bytes, b"MINID", b"~", from.as_bytes()]).map_err(RlError::Server)?;
-    let expire_at = ceil_ms(now.saturating_add(req.window)).to_string();
-    call(ctx, "PEXPIREAT", &[key_bytes, expire_at.as_bytes()]).map_err(RlError::Server)?;
+
+    let expire_at = ceil_ms(now.saturating_add(req.window));
+    if key.expire_at() != expire_at {
+        key.set_expire_at(expire_at);
+        replicate_bytes(ctx, c"PEXPIREAT", name, &[expire_at.to_string().as_bytes()]);
+        notify_as(ctx, Class::Generic, c"expire", name);
+    }
+    // Still what the stream holds? (Cheap: its length and last entry.)
+    guard.tally = updated.filter(|t| t.len == key.len() && t.last == key.last());
     stats::STREAMCOUNT.record(true);
-    Ok(RedisValue::Integer(
-        i64::try_from(after).unwrap_or(i64::MAX),
-    ))
+    Ok(reply(after))
 }

@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod cmdinfo;
 pub mod datatype;
+pub mod events;
 pub mod key;
 pub mod notify;
 pub mod replicate;

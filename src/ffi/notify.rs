@@ -4,20 +4,34 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisString, raw};
 
+/// The class of a keyspace event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// `d`: the module's own types.
+    Module,
+    /// `t`: streams.
+    Stream,
+    /// `g`: generic commands (expire, del, ...).
+    Generic,
+}
+
 /// Fire the module-class keyspace event `event` for `key` (class `d` in
 /// `notify-keyspace-events`); Redis drops it at once when that class is off.
 pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    notify_as(ctx, Class::Module, event, key);
+}
+
+/// Fire the keyspace event `event` of `class` for `key`, as the command of that name would.
+pub fn notify_as(ctx: &Context, class: Class, event: &CStr, key: &RedisString) {
+    let class = match class {
+        Class::Module => raw::NotifyEvent::MODULE,
+        Class::Stream => raw::NotifyEvent::STREAM,
+        Class::Generic => raw::NotifyEvent::GENERIC,
+    };
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
         // SAFETY: `ctx` is the command's context, `event` is NUL-terminated and `key` is a live
         // string; Redis copies what it keeps.
-        unsafe {
-            f(
-                ctx.ctx,
-                raw::NotifyEvent::MODULE.bits(),
-                event.as_ptr(),
-                key.inner,
-            )
-        };
+        unsafe { f(ctx.ctx, class.bits(), event.as_ptr(), key.inner) };
     }
 }

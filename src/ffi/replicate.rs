@@ -38,3 +38,15 @@ pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
         )
     };
 }
+
+/// Propagate `cmd key args...`, the arguments given as bytes (copied into strings for the call).
+pub fn replicate_bytes(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[&[u8]]) {
+    let owned: Vec<RedisString> = args
+        .iter()
+        .map(|a| RedisString::create_from_slice(ctx.ctx, a))
+        .collect();
+    let mut all: Vec<&RedisString> = Vec::with_capacity(owned.len().saturating_add(1));
+    all.push(key);
+    all.extend(owned.iter());
+    replicate(ctx, cmd, &all);
+}

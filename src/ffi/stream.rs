@@ -1,173 +1,363 @@
-//! Reading a stream through the module API's stream iterator, for RL.STREAMCOUNT: the sum of the
-//! `count` field over a range of entries and the last entry's ID, without the cost of XRANGE.
+//! A stream key through the module API, for RL.STREAMCOUNT: its length and end IDs, counts and
+//! `count` sums over ID ranges with the stream iterator, and appends, trims and the absolute
+//! expiry without the cost of running XADD, XTRIM and PEXPIREAT as commands.
 
-use std::os::raw::{c_int, c_long};
+use std::os::raw::{c_char, c_int, c_long};
 
 use redis_module::{Context, RedisString, raw};
 
-/// What a scan found.
+use crate::core::decimal::parse_u64_digits;
+use crate::core::stream_count::{IdRange, StreamId};
+
+/// What a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scan {
-    /// No key.
+pub enum Kind {
     Missing,
-    /// A stream: the sum of `count` from the start ID on, and the last entry's ID.
-    Stream {
-        total: u64,
-        last: Option<(u64, u64)>,
-    },
+    Stream,
+    /// Any other type.
+    Other,
 }
 
-/// Why a scan failed.
+/// Why a sum failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanError {
-    /// The key holds another type.
-    WrongType,
     /// This entry's `count` is missing or not a non-negative integer.
-    BadCount(u64, u64),
-    /// The total does not fit in 64 bits.
+    BadCount(StreamId),
+    /// The sum does not fit in 64 bits.
     Overflow,
 }
 
-/// An open key, closed on drop.
-struct Key(*mut raw::RedisModuleKey);
+/// A string the stream iterator handed out, freed on drop; its bytes borrow from it.
+struct IterString {
+    ctx: *mut raw::RedisModuleCtx,
+    s: *mut raw::RedisModuleString,
+}
 
-impl Drop for Key {
+impl IterString {
+    fn bytes(&self) -> &[u8] {
+        if self.s.is_null() {
+            return &[];
+        }
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let Some(ptr_len) = (unsafe { raw::RedisModule_StringPtrLen }) else {
+            return &[];
+        };
+        let mut len = 0usize;
+        // SAFETY: `self.s` is a live string owned by this value.
+        let p = unsafe { ptr_len(self.s, &mut len) };
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: Redis returns a pointer to `len` readable bytes that live as long as the
+        // string, which this value owns until it drops; the slice borrows `self`.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    }
+}
+
+impl Drop for IterString {
     fn drop(&mut self) {
-        if !self.0.is_null() {
-            raw::close_key(self.0);
+        if self.s.is_null() {
+            return;
+        }
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(free) = unsafe { raw::RedisModule_FreeString } {
+            // SAFETY: the iterator created `s` for us (no automatic memory on this context) and
+            // nothing uses it after this.
+            unsafe { free(self.ctx, self.s) };
         }
     }
 }
 
-fn bytes<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
-    // SAFETY: copying a function pointer out of the API table, filled in at load.
-    let Some(ptr_len) = (unsafe { raw::RedisModule_StringPtrLen }) else {
-        return &[];
-    };
-    let mut len = 0usize;
-    // SAFETY: `s` is a live string handed out by the stream iterator.
-    let p = unsafe { ptr_len(s, &mut len) };
-    if p.is_null() {
-        return &[];
-    }
-    // SAFETY: Redis returns a pointer to `len` readable bytes that live as long as `s`, which
-    // the iterator keeps until its next call; callers use the slice before that.
-    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
-}
-
-/// Free a string the stream iterator returned.
-fn free_string(ctx: &Context, s: *mut raw::RedisModuleString) {
-    if s.is_null() {
-        return;
-    }
-    // SAFETY: copying a function pointer out of the API table, filled in at load.
-    if let Some(free) = unsafe { raw::RedisModule_FreeString } {
-        // SAFETY: `s` was created for this call by the iterator and is not used after this.
-        unsafe { free(ctx.ctx, s) };
+fn raw_id(id: StreamId) -> raw::RedisModuleStreamID {
+    raw::RedisModuleStreamID {
+        ms: id.ms,
+        seq: id.seq,
     }
 }
 
-fn parse_count(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    v.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?
-            .checked_add(u64::from(d.wrapping_sub(b'0')))
-    })
+/// An open stream key, closed on drop.
+pub struct StreamKey {
+    ctx: *mut raw::RedisModuleCtx,
+    key: *mut raw::RedisModuleKey,
 }
 
-/// Sum `count` over the entries of `name` with IDs at or after `from_ms`-0.
-///
-/// # Errors
-/// [`ScanError`]: a key of another type, an entry without an integer count, overflow.
-pub fn scan(ctx: &Context, name: &RedisString, from_ms: u64) -> Result<Scan, ScanError> {
-    let key = Key(raw::open_key(ctx.ctx, name.inner, raw::KeyMode::READ));
-    // SAFETY: copying function pointers out of the API table, filled in at load.
-    let key_type = unsafe { raw::RedisModule_KeyType };
-    // SAFETY: as above.
-    let start = unsafe { raw::RedisModule_StreamIteratorStart };
-    // SAFETY: as above.
-    let next_id = unsafe { raw::RedisModule_StreamIteratorNextID };
-    // SAFETY: as above.
-    let next_field = unsafe { raw::RedisModule_StreamIteratorNextField };
-    // SAFETY: as above.
-    let stop = unsafe { raw::RedisModule_StreamIteratorStop };
-    let (Some(key_type), Some(start), Some(next_id), Some(next_field), Some(stop)) =
-        (key_type, start, next_id, next_field, stop)
-    else {
-        return Err(ScanError::WrongType);
-    };
-    // SAFETY: `key.0` is an open key (or NULL, which KeyType reports as empty).
-    let t = unsafe { key_type(key.0) };
-    if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-        return Ok(Scan::Missing);
-    }
-    if t != raw::REDISMODULE_KEYTYPE_STREAM as c_int {
-        return Err(ScanError::WrongType);
+impl StreamKey {
+    /// Open `name` for reading, or for reading and writing. (Closing a key opened for writing
+    /// signals it as modified to WATCH, so read-only calls open it for reading.)
+    pub fn open(ctx: &Context, name: &RedisString, write: bool) -> Self {
+        let mode = if write {
+            raw::KeyMode::READ | raw::KeyMode::WRITE
+        } else {
+            raw::KeyMode::READ
+        };
+        StreamKey {
+            ctx: ctx.ctx,
+            key: raw::open_key(ctx.ctx, name.inner, mode),
+        }
     }
 
-    // The last entry: one step of a reverse iterator.
-    let mut last = None;
-    // SAFETY: `key.0` is an open stream key; NULL bounds mean the whole stream.
-    let rc = unsafe {
-        start(
-            key.0,
-            raw::REDISMODULE_STREAM_ITERATOR_REVERSE as c_int,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    if rc == raw::REDISMODULE_OK as c_int {
+    /// What the key holds.
+    pub fn kind(&self) -> Kind {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let Some(key_type) = (unsafe { raw::RedisModule_KeyType }) else {
+            return Kind::Other;
+        };
+        // SAFETY: `self.key` is an open key (or NULL, which KeyType reports as empty).
+        let t = unsafe { key_type(self.key) };
+        if t == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
+            Kind::Missing
+        } else if t == raw::REDISMODULE_KEYTYPE_STREAM as c_int {
+            Kind::Stream
+        } else {
+            Kind::Other
+        }
+    }
+
+    /// Entries in the stream (0 when missing).
+    pub fn len(&self) -> u64 {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        match unsafe { raw::RedisModule_ValueLength } {
+            // SAFETY: `self.key` is an open key (or NULL, which ValueLength reports as 0).
+            Some(f) => u64::try_from(unsafe { f(self.key) }).unwrap_or(u64::MAX),
+            None => 0,
+        }
+    }
+
+    /// Whether the stream has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Run `each` on the entries of `[from, to]` (NULL bounds: the whole stream), newest first
+    /// with `reverse`, until it returns `false`. `each` may read the entry's fields with
+    /// [`StreamKey::field`].
+    fn iterate(
+        &self,
+        range: Option<IdRange>,
+        reverse: bool,
+        mut each: impl FnMut(&Self, StreamId) -> bool,
+    ) {
+        // SAFETY: copying function pointers out of the API table, filled in at load.
+        let start = unsafe { raw::RedisModule_StreamIteratorStart };
+        // SAFETY: as above.
+        let next_id = unsafe { raw::RedisModule_StreamIteratorNextID };
+        // SAFETY: as above.
+        let stop = unsafe { raw::RedisModule_StreamIteratorStop };
+        let (Some(start), Some(next_id), Some(stop)) = (start, next_id, stop) else {
+            return;
+        };
+        let mut from = range.map(|r| raw_id(r.from));
+        let mut to = range.map(|r| raw_id(r.to));
+        let from_ptr = from
+            .as_mut()
+            .map_or(std::ptr::null_mut(), std::ptr::from_mut);
+        let to_ptr = to.as_mut().map_or(std::ptr::null_mut(), std::ptr::from_mut);
+        let flags = if reverse {
+            raw::REDISMODULE_STREAM_ITERATOR_REVERSE as c_int
+        } else {
+            0
+        };
+        // SAFETY: `self.key` is an open key; the bounds are NULL or valid IDs that outlive the
+        // call (Redis copies them). A non-stream key makes it fail, and nothing is iterated.
+        if unsafe { start(self.key, flags, from_ptr, to_ptr) } != raw::REDISMODULE_OK as c_int {
+            return;
+        }
         let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
         let mut n: c_long = 0;
-        // SAFETY: the iterator was started on `key.0`; `id` and `n` are writable.
-        if unsafe { next_id(key.0, &mut id, &mut n) } == raw::REDISMODULE_OK as c_int {
-            last = Some((id.ms, id.seq));
+        // SAFETY: the iterator was started on `self.key`; `id` and `n` are writable.
+        while unsafe { next_id(self.key, &mut id, &mut n) } == raw::REDISMODULE_OK as c_int {
+            if !each(
+                self,
+                StreamId {
+                    ms: id.ms,
+                    seq: id.seq,
+                },
+            ) {
+                break;
+            }
         }
         // SAFETY: stops the iterator started above.
-        unsafe { stop(key.0) };
+        unsafe { stop(self.key) };
     }
 
-    let mut total: u64 = 0;
-    let mut from = raw::RedisModuleStreamID {
-        ms: from_ms,
-        seq: 0,
-    };
-    // SAFETY: `key.0` is an open stream key; `from` is a valid start ID, no end bound.
-    let rc = unsafe { start(key.0, 0, &mut from, std::ptr::null_mut()) };
-    if rc != raw::REDISMODULE_OK as c_int {
-        return Ok(Scan::Stream { total, last });
+    /// The next field of the current entry while iterating: (name, value).
+    fn field(&self) -> Option<(IterString, IterString)> {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let next_field = (unsafe { raw::RedisModule_StreamIteratorNextField })?;
+        let mut field: *mut raw::RedisModuleString = std::ptr::null_mut();
+        let mut value: *mut raw::RedisModuleString = std::ptr::null_mut();
+        // SAFETY: an iterator runs on `self.key` (only called from `iterate`'s callback);
+        // both pointers are writable.
+        let rc = unsafe { next_field(self.key, &mut field, &mut value) };
+        // Owned from here: freed on drop whatever happens next.
+        let pair = (
+            IterString {
+                ctx: self.ctx,
+                s: field,
+            },
+            IterString {
+                ctx: self.ctx,
+                s: value,
+            },
+        );
+        (rc == raw::REDISMODULE_OK as c_int).then_some(pair)
     }
-    let result = (|| {
-        let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
-        let mut n: c_long = 0;
-        // SAFETY: the iterator was started on `key.0`; `id` and `n` are writable.
-        while unsafe { next_id(key.0, &mut id, &mut n) } == raw::REDISMODULE_OK as c_int {
-            let mut count = None;
-            let mut field: *mut raw::RedisModuleString = std::ptr::null_mut();
-            let mut value: *mut raw::RedisModuleString = std::ptr::null_mut();
-            // SAFETY: iterating the fields of the current entry; both pointers are writable.
-            while unsafe { next_field(key.0, &mut field, &mut value) }
-                == raw::REDISMODULE_OK as c_int
-            {
-                let is_count = bytes(field) == b"count";
-                if is_count {
-                    count = parse_count(bytes(value));
-                }
-                // The iterator hands out new strings the caller owns (no automatic memory here).
-                free_string(ctx, field);
-                free_string(ctx, value);
-                if is_count && count.is_none() {
-                    break;
-                }
+
+    /// The `count` of the current entry while iterating.
+    fn entry_count(&self) -> Option<u64> {
+        while let Some((name, value)) = self.field() {
+            if name.bytes() == b"count" {
+                return parse_u64_digits(value.bytes());
             }
-            let c = count.ok_or(ScanError::BadCount(id.ms, id.seq))?;
-            total = total.checked_add(c).ok_or(ScanError::Overflow)?;
         }
-        Ok(Scan::Stream { total, last })
-    })();
-    // SAFETY: stops the iterator started above.
-    unsafe { stop(key.0) };
-    result
+        None
+    }
+
+    /// The first entry's ID.
+    pub fn first(&self) -> Option<StreamId> {
+        let mut first = None;
+        self.iterate(None, false, |_, id| {
+            first = Some(id);
+            false
+        });
+        first
+    }
+
+    /// The last entry's ID (the stream's last ID can be higher, after a deletion).
+    pub fn last(&self) -> Option<StreamId> {
+        let mut last = None;
+        self.iterate(None, true, |_, id| {
+            last = Some(id);
+            false
+        });
+        last
+    }
+
+    /// How many entries lie in `range`, without reading them.
+    pub fn count(&self, range: IdRange) -> u64 {
+        let mut n: u64 = 0;
+        self.iterate(Some(range), false, |_, _| {
+            n = n.saturating_add(1);
+            true
+        });
+        n
+    }
+
+    /// The entries in `range` (to the end of the stream when `range.to` is the largest ID):
+    /// how many, and the sum of their `count`.
+    ///
+    /// # Errors
+    /// [`ScanError`]: an entry without an integer `count`, or a sum over 64 bits.
+    pub fn sum(&self, range: IdRange) -> Result<(u64, u64), ScanError> {
+        let mut n: u64 = 0;
+        let mut total: u64 = 0;
+        let mut failed = None;
+        self.iterate(Some(range), false, |key, id| {
+            let Some(c) = key.entry_count() else {
+                failed = Some(ScanError::BadCount(id));
+                return false;
+            };
+            let Some(t) = total.checked_add(c) else {
+                failed = Some(ScanError::Overflow);
+                return false;
+            };
+            total = t;
+            n = n.saturating_add(1);
+            true
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((n, total)),
+        }
+    }
+
+    /// Append an entry `count <value>` (the key must be open for writing) with the ID `id`, or
+    /// the next automatic ID when `id` is `None`: the ID given, or `None` if Redis refused (an
+    /// ID not above the stream's last ID, or the last possible ID reached).
+    pub fn add(&mut self, id: Option<StreamId>, value: &[u8]) -> Option<StreamId> {
+        // SAFETY: copying function pointers out of the API table, filled in at load.
+        let add = (unsafe { raw::RedisModule_StreamAdd })?;
+        // SAFETY: as above.
+        let create = (unsafe { raw::RedisModule_CreateString })?;
+        let owned = |bytes: &[u8]| IterString {
+            ctx: self.ctx,
+            // SAFETY: `bytes` is readable for its length; Redis copies it into a new string
+            // that the returned value owns and frees.
+            s: unsafe { create(self.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) },
+        };
+        let field = owned(b"count");
+        let value = owned(value);
+        if field.s.is_null() || value.s.is_null() {
+            return None;
+        }
+        let mut argv = [field.s, value.s];
+        let mut rid = raw_id(id.unwrap_or_default());
+        let flags = if id.is_some() {
+            0
+        } else {
+            raw::REDISMODULE_STREAM_ADD_AUTOID as c_int
+        };
+        // SAFETY: `self.key` is open for writing; `argv` holds one field/value pair of live
+        // strings (the stream copies them); `rid` is writable and receives the ID.
+        let rc = unsafe { add(self.key, flags, &mut rid, argv.as_mut_ptr(), 1) };
+        (rc == raw::REDISMODULE_OK as c_int).then_some(StreamId {
+            ms: rid.ms,
+            seq: rid.seq,
+        })
+    }
+
+    /// Trim entries below `min` whole nodes at a time (`XTRIM MINID ~`): how many went.
+    pub fn trim_below(&mut self, min: StreamId) -> u64 {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let Some(trim) = (unsafe { raw::RedisModule_StreamTrimByID }) else {
+            return 0;
+        };
+        let mut id = raw_id(min);
+        // SAFETY: `self.key` is an open stream key; `id` is a valid ID Redis only reads.
+        let n = unsafe {
+            trim(
+                self.key,
+                raw::REDISMODULE_STREAM_TRIM_APPROX as c_int,
+                &mut id,
+            )
+        };
+        u64::try_from(n).unwrap_or(0)
+    }
+
+    /// The absolute expiry in Unix ms, -1 without one.
+    pub fn expire_at(&self) -> i64 {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        match unsafe { raw::RedisModule_GetAbsExpire } {
+            // SAFETY: `self.key` is an open key.
+            Some(f) => unsafe { f(self.key) },
+            None => -1,
+        }
+    }
+
+    /// Set the absolute expiry in Unix ms (the key must be open for writing and exist).
+    pub fn set_expire_at(&mut self, at_ms: i64) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(f) = unsafe { raw::RedisModule_SetAbsExpire } {
+            // SAFETY: `self.key` is open for writing.
+            unsafe { f(self.key, at_ms) };
+        }
+    }
+}
+
+impl Drop for StreamKey {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            raw::close_key(self.key);
+        }
+    }
+}
+
+/// The database the calling client has selected.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    match unsafe { raw::RedisModule_GetSelectedDb } {
+        // SAFETY: `ctx` is a live context.
+        Some(f) => unsafe { f(ctx.ctx) },
+        None => 0,
+    }
 }
