@@ -232,3 +232,373 @@ fn streamcount_scans_leak_nothing() {
         after - before
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The running total against a model of the stream: every reply is compared with a sum the test
+// computes from the entries it made, with the AT times and counts it chose.
+// ---------------------------------------------------------------------------------------------
+
+/// The test's own picture of one stream key: its entries `(ms, seq, count)` in ID order and the
+/// stream's last ID (which stays after its entries are deleted or trimmed).
+#[derive(Debug, Clone, Default)]
+struct Model {
+    entries: Vec<(u64, u64, u64)>,
+    top: Option<(u64, u64)>,
+}
+
+impl Model {
+    /// The window's total at `at_ms` for a window of `window_ms`.
+    fn total(&self, at_ms: u64, window_ms: u64) -> u64 {
+        let start = at_ms.saturating_sub(window_ms);
+        self.entries
+            .iter()
+            .filter(|e| e.0 >= start)
+            .map(|e| e.2)
+            .sum()
+    }
+
+    /// The ID XADD gives an entry asked for at `ms-seq` (`None`: `ms-*`).
+    fn push(&mut self, ms: u64, seq: Option<u64>, count: u64) -> (u64, u64) {
+        let id = match (seq, self.top) {
+            (Some(seq), _) => (ms, seq),
+            (None, Some((tms, tseq))) if tms == ms => (ms, tseq + 1),
+            (None, _) => (ms, 0),
+        };
+        assert!(
+            self.top.is_none_or(|t| id > t),
+            "model: {id:?} after {:?}",
+            self.top
+        );
+        self.entries.push((id.0, id.1, count));
+        self.top = Some(id);
+        id
+    }
+
+    /// What RL.STREAMCOUNT appends at `at_ms`: the evaluation time's ID, never below the last
+    /// entry; the next ID after the stream's last ID when that is higher.
+    fn module_push(&mut self, at_ms: u64, count: u64) {
+        let last = self.entries.last().map(|e| (e.0, e.1));
+        let want = match last {
+            Some((ms, seq)) if ms >= at_ms => (ms, seq + 1),
+            _ => (at_ms, 0),
+        };
+        let id = match self.top {
+            Some(top) if want <= top => (top.0, top.1 + 1),
+            _ => want,
+        };
+        self.push(id.0, Some(id.1), count);
+    }
+
+    /// After a write that may trim (`MINID ~ start`): the server holds `len` entries, so the
+    /// oldest ones went; each must have been before `start`.
+    fn trimmed_to(&mut self, len: usize, start: u64) {
+        assert!(len <= self.entries.len(), "{len} > {}", self.entries.len());
+        let gone = self.entries.len() - len;
+        for e in self.entries.drain(..gone) {
+            assert!(e.0 < start, "trimmed {e:?}, inside the window from {start}");
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so a failing sequence can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The Lua stream counter the module replaces (bench/lua), as another writer of the same keys.
+const LUA_COUNTER: &str = include_str!("../bench/lua/stream_counter.lua");
+
+fn xlen(c: &mut Conn, key: &str) -> usize {
+    c.int(&["XLEN", key]) as usize
+}
+
+/// Random sequences of RL.STREAMCOUNT mixed with every other way a stream key changes.
+#[test]
+fn streamcount_matches_a_model_under_random_sequences() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t0 = base_ms();
+    // Small nodes, so the approximate trims of the module and of the Lua script remove entries.
+    c.ok(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
+    let keys = ["a", "b"];
+    let far = t0 + 36_000_000;
+    for seed in [1u64, 7, 42, 2024] {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut now = t0 + seed * 100_000;
+        let mut db = 0usize;
+        c.ok(&["SELECT", "0"]);
+        c.ok(&["FLUSHALL"]);
+        // models[db][key]
+        let mut models: [[Model; 2]; 2] = Default::default();
+        for step in 0..400 {
+            let k = rng.below(2) as usize;
+            let key = keys[k];
+            // Time moves forward by 0..300 ms, sometimes back (AT is the caller's).
+            now += rng.below(300);
+            if rng.below(8) == 0 {
+                now -= rng.below(500);
+            }
+            let window = [1_000u64, 2_000, 5_000][rng.below(3) as usize];
+            let ctx = format!("seed {seed} step {step} db {db} key {key}");
+            match rng.below(16) {
+                0..=5 => {
+                    let m = &mut models[db][k];
+                    let add = rng.below(4);
+                    let limit = (rng.below(3) == 0).then(|| 1 + rng.below(40));
+                    let total = m.total(now, window);
+                    let mut cmd =
+                        args!["RL.STREAMCOUNT", key, window, "ADD", add, "AT", now].to_vec();
+                    if let Some(l) = limit {
+                        cmd.extend(args!["LIMIT", l]);
+                    }
+                    let want = match limit {
+                        Some(l) if total + add > l => -1,
+                        _ => (total + add) as i64,
+                    };
+                    assert_eq!(c.int(&cmd), want, "{ctx}: {cmd:?}");
+                    if want >= 0 && add > 0 {
+                        m.module_push(now, add);
+                        m.trimmed_to(xlen(&mut c, key), now - window);
+                    }
+                }
+                6 | 7 => {
+                    // The Lua script: XRANGE sum, XADD `ms-*` MINID ~ start, PEXPIRE.
+                    let m = &mut models[db][k];
+                    let add = 1 + rng.below(3);
+                    let ms = now.max(m.top.map_or(0, |t| t.0));
+                    let want = (m.total(ms, window) + add) as i64;
+                    let r = c.int(&args!["EVAL", LUA_COUNTER, 1, key, window, add, 0, ms]);
+                    assert_eq!(r, want, "{ctx}: lua");
+                    m.push(ms, None, add);
+                    m.trimmed_to(xlen(&mut c, key), ms - window);
+                    // Its PEXPIRE counts from the real clock; keep the key for the test.
+                    c.int(&args!["PEXPIREAT", key, far]);
+                }
+                8 => {
+                    let m = &mut models[db][k];
+                    let ms = now.max(m.top.map_or(0, |t| t.0));
+                    let n = 1 + rng.below(5);
+                    c.ok(&args!["XADD", key, format!("{ms}-*"), "count", n]);
+                    m.push(ms, None, n);
+                }
+                9 => {
+                    let m = &mut models[db][k];
+                    if !m.entries.is_empty() {
+                        let i = rng.below(m.entries.len() as u64) as usize;
+                        let (ms, seq, _) = m.entries.remove(i);
+                        let r = c.int(&args!["XDEL", key, format!("{ms}-{seq}")]);
+                        assert_eq!(r, 1, "{ctx}: XDEL");
+                    }
+                }
+                10 => {
+                    let m = &mut models[db][k];
+                    if m.top.is_some() {
+                        let keep = rng.below(m.entries.len() as u64 + 1) as usize;
+                        let gone = m.entries.len() - keep;
+                        let r = c.int(&args!["XTRIM", key, "MAXLEN", keep]);
+                        assert_eq!(r, gone as i64, "{ctx}: XTRIM");
+                        m.entries.drain(..gone);
+                    }
+                }
+                11 => {
+                    let m = &mut models[db][k];
+                    let r = c.int(&["DEL", key]);
+                    assert_eq!(r == 1, m.top.is_some(), "{ctx}: DEL");
+                    *m = Model::default();
+                }
+                12 => {
+                    if models[db][0].top.is_some() && models[db][1].top.is_some() {
+                        // Swap the two keys' contents by RENAME, through a third name.
+                        c.ok(&["RENAME", "a", "tmp"]);
+                        c.ok(&["RENAME", "b", "a"]);
+                        c.ok(&["RENAME", "tmp", "b"]);
+                        models[db].swap(0, 1);
+                    }
+                }
+                13 => {
+                    // MULTI: the module, another writer, the module again.
+                    let m = &mut models[db][k];
+                    let add = 1 + rng.below(2);
+                    let first = m.total(now, window) + add;
+                    m.module_push(now, add);
+                    let ms = (now + 1).max(m.top.map_or(0, |t| t.0));
+                    c.ok(&["MULTI"]);
+                    c.cmd(&args!["RL.STREAMCOUNT", key, window, "ADD", add, "AT", now]);
+                    c.cmd(&args!["XADD", key, format!("{ms}-*"), "count", 5]);
+                    c.cmd(&args![
+                        "RL.STREAMCOUNT",
+                        key,
+                        window,
+                        "ADD",
+                        0,
+                        "AT",
+                        now + 1
+                    ]);
+                    let Reply::Array(r) = c.ok(&["EXEC"]) else {
+                        panic!("{ctx}: EXEC")
+                    };
+                    // The module's trim ran before the XADD, whose entry is kept.
+                    m.trimmed_to(xlen(&mut c, key) - 1, now - window);
+                    m.push(ms, None, 5);
+                    assert_eq!(r[0], Reply::Int(first as i64), "{ctx}: MULTI 1 {r:?}");
+                    let third = m.total(now + 1, window) as i64;
+                    assert_eq!(r[2], Reply::Int(third), "{ctx}: MULTI 3 {r:?}");
+                }
+                14 => {
+                    // A script calling the module.
+                    let want = models[db][k].total(now, window) as i64;
+                    let r = c.int(&args![
+                        "EVAL",
+                        "return redis.call('RL.STREAMCOUNT', KEYS[1], ARGV[1], 'ADD', 0, 'AT', ARGV[2])",
+                        1,
+                        key,
+                        window,
+                        now
+                    ]);
+                    assert_eq!(r, want, "{ctx}: EVAL");
+                }
+                _ => match rng.below(4) {
+                    0 => {
+                        c.ok(&["DEBUG", "RELOAD"]);
+                    }
+                    1 => {
+                        c.ok(&["SWAPDB", "0", "1"]);
+                        models.swap(0, 1);
+                    }
+                    2 => {
+                        db = 1 - db;
+                        c.ok(&args!["SELECT", db]);
+                    }
+                    _ => {
+                        if rng.below(4) == 0 {
+                            c.ok(&["FLUSHALL"]);
+                            models = Default::default();
+                        }
+                    }
+                },
+            }
+            // Every few steps, read every key of this database without adding.
+            if step % 10 == 0 {
+                for (k, key) in keys.iter().enumerate() {
+                    let want = models[db][k].total(now, 2_000) as i64;
+                    let got = c.int(&args!["RL.STREAMCOUNT", key, "2s", "ADD", 0, "AT", now]);
+                    assert_eq!(
+                        got, want,
+                        "seed {seed} step {step} db {db} key {key}: check"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every way a key can come to hold another stream with the same length and IDs (so the
+/// stream's own figures match the old ones) but other counts: the total follows the new counts.
+#[test]
+fn streamcount_sees_a_replaced_stream_with_the_same_ids() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // `fill(key, n)`: entries t-0, t+1-0, t+2-0, each of count n.
+    let fill = |c: &mut Conn, key: &str, n: u64| {
+        for i in 0..3 {
+            c.ok(&args!["XADD", key, format!("{}-0", t + i), "count", n]);
+        }
+    };
+    let total = |c: &mut Conn, key: &str| {
+        c.int(&args!["RL.STREAMCOUNT", key, "1m", "ADD", 0, "AT", t + 10])
+    };
+    type Replace = fn(&mut Conn, &dyn Fn(&mut Conn, &str, u64));
+    let cases: &[(&str, Replace)] = &[
+        ("DEL", |c, fill| {
+            c.int(&["DEL", "s"]);
+            fill(c, "s", 5);
+        }),
+        ("UNLINK", |c, fill| {
+            c.int(&["UNLINK", "s"]);
+            fill(c, "s", 5);
+        }),
+        ("RENAME", |c, fill| {
+            fill(c, "other", 5);
+            c.ok(&["RENAME", "other", "s"]);
+        }),
+        ("COPY REPLACE", |c, fill| {
+            fill(c, "other", 5);
+            c.int(&["COPY", "other", "s", "REPLACE"]);
+        }),
+        ("RESTORE REPLACE", |c, fill| {
+            fill(c, "other", 5);
+            let Reply::Bulk(dump) = c.ok(&["DUMP", "other"]) else {
+                panic!("DUMP")
+            };
+            c.ok(&[
+                b"RESTORE".to_vec(),
+                b"s".to_vec(),
+                b"0".to_vec(),
+                dump,
+                b"REPLACE".to_vec(),
+            ]);
+        }),
+        ("MOVE", |c, fill| {
+            c.int(&["DEL", "s"]);
+            c.ok(&["SELECT", "1"]);
+            fill(c, "s", 5);
+            c.int(&["MOVE", "s", "0"]);
+            c.ok(&["SELECT", "0"]);
+        }),
+        ("SWAPDB", |c, fill| {
+            c.ok(&["SELECT", "1"]);
+            fill(c, "s", 5);
+            c.ok(&["SWAPDB", "0", "1"]);
+            c.ok(&["SELECT", "0"]);
+        }),
+        ("FLUSHALL", |c, fill| {
+            c.ok(&["FLUSHALL"]);
+            fill(c, "s", 5);
+        }),
+        ("XDEL XSETID XADD", |c, _| {
+            // The last entry deleted, the last ID set back, an entry of the same ID re-added.
+            let last = format!("{}-0", base_ms() + 2);
+            c.int(&args!["XDEL", "s", last]);
+            c.ok(&args!["XSETID", "s", format!("{}-0", base_ms() + 1)]);
+            c.ok(&args!["XADD", "s", last, "count", 13]);
+        }),
+        ("expiry", |c, fill| {
+            c.int(&["PEXPIRE", "s", "1"]);
+            wait_until("s expired", Duration::from_secs(5), || {
+                c.int(&["EXISTS", "s"]) == 0
+            });
+            fill(c, "s", 5);
+        }),
+    ];
+    for (name, replace) in cases {
+        c.ok(&["FLUSHALL"]);
+        fill(&mut c, "s", 1);
+        assert_eq!(total(&mut c, "s"), 3, "{name}: before");
+        // Twice, so the total is known to the module (a call that finds no total rebuilds it).
+        assert_eq!(total(&mut c, "s"), 3, "{name}: before");
+        replace(&mut c, &fill);
+        let want = if *name == "XDEL XSETID XADD" {
+            1 + 1 + 13
+        } else {
+            15
+        };
+        assert_eq!(total(&mut c, "s"), want, "{name}: after");
+        // And counting on from there: one more entry of 2.
+        assert_eq!(
+            c.int(&args!["RL.STREAMCOUNT", "s", "1m", "ADD", 2, "AT", t + 20]),
+            want + 2,
+            "{name}: after an append"
+        );
+    }
+}

@@ -129,8 +129,8 @@ impl StreamKey {
     }
 
     /// Run `each` on the entries of `[from, to]` (NULL bounds: the whole stream), newest first
-    /// with `reverse`, until it returns `false`. `each` may read the entry's fields with
-    /// [`StreamKey::field`].
+    /// with `reverse`, until it returns `false`. `each` may read some of the entry's fields with
+    /// [`StreamKey::field`]; the rest are read here before the next entry.
     fn iterate(
         &self,
         range: Option<IdRange>,
@@ -175,6 +175,10 @@ impl StreamKey {
             ) {
                 break;
             }
+            // The server's iterator finds the next entry only from the end of this one: every
+            // field must be read first (skipping them reads the node at the wrong place, which
+            // fails an assertion in the server).
+            while self.field().is_some() {}
         }
         // SAFETY: stops the iterator started above.
         unsafe { stop(self.key) };
@@ -233,7 +237,7 @@ impl StreamKey {
         last
     }
 
-    /// How many entries lie in `range`, without reading them.
+    /// How many entries lie in `range` (their fields are read, not parsed).
     pub fn count(&self, range: IdRange) -> u64 {
         let mut n: u64 = 0;
         self.iterate(Some(range), false, |_, _| {
