@@ -571,7 +571,7 @@ fn streamcount_sees_a_replaced_stream_with_the_same_ids() {
             let last = format!("{}-0", base_ms() + 2);
             c.int(&args!["XDEL", "s", last]);
             c.ok(&args!["XSETID", "s", format!("{}-0", base_ms() + 1)]);
-            c.ok(&args!["XADD", "s", last, "count", 13]);
+            c.ok(&args!["XADD", "s", last, "count", 14]);
         }),
         ("expiry", |c, fill| {
             c.int(&["PEXPIRE", "s", "1"]);
@@ -589,7 +589,7 @@ fn streamcount_sees_a_replaced_stream_with_the_same_ids() {
         assert_eq!(total(&mut c, "s"), 3, "{name}: before");
         replace(&mut c, &fill);
         let want = if *name == "XDEL XSETID XADD" {
-            1 + 1 + 13
+            1 + 1 + 14
         } else {
             15
         };
@@ -601,4 +601,47 @@ fn streamcount_sees_a_replaced_stream_with_the_same_ids() {
             "{name}: after an append"
         );
     }
+}
+
+/// Role changes: a former master that was a replica in between (and got another history of the
+/// key by a full sync) counts the stream it holds now, not the one it knew.
+#[test]
+fn streamcount_after_role_changes_counts_the_stream_held_now() {
+    let a = Server::start();
+    let b = Server::replica_of(&a);
+    let t = base_ms();
+    let mut ca = a.conn();
+    let mut cb = b.conn();
+    let call = |c: &mut Conn, add: u64, at: u64| {
+        c.int(&args![
+            "RL.STREAMCOUNT",
+            "s",
+            "1m",
+            "ADD",
+            add,
+            "AT",
+            t + at
+        ])
+    };
+    assert_eq!(call(&mut ca, 1, 0), 1);
+    assert_eq!(call(&mut ca, 1, 1), 2);
+    wait_replica_synced(&a, &b);
+    // B takes over; A becomes its replica. The same number of entries, other IDs and counts:
+    // B's stream is rewritten to 2 entries of 7 at other times.
+    cb.ok(&["REPLICAOF", "NO", "ONE"]);
+    cb.int(&["DEL", "s"]);
+    cb.ok(&args!["XADD", "s", format!("{}-0", t), "count", 7]);
+    cb.ok(&args!["XADD", "s", format!("{}-0", t + 1), "count", 7]);
+    let port = b.port.to_string();
+    ca.ok(&["REPLICAOF", "127.0.0.1", port.as_str()]);
+    wait_until("A linked to B", Duration::from_secs(10), || {
+        ca.info_field("replication", "master_link_status")
+            .as_deref()
+            == Some("up")
+    });
+    wait_replica_synced(&b, &a);
+    // A takes over again: 7 + 7, and on from there.
+    ca.ok(&["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(call(&mut ca, 0, 2), 14);
+    assert_eq!(call(&mut ca, 1, 3), 15);
 }

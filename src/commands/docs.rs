@@ -195,7 +195,7 @@ pub const COMMANDS: &[CommandDoc] = &[
         name: c"rl.streamcount",
         arity: -3,
         summary: c"Sliding-window counter on a Redis stream (the classic Lua layout): add to the window's total, optionally under a limit",
-        complexity: c"O(N) where N is the number of entries in the window",
+        complexity: c"O(1) amortized: a running total reads only the entries that entered or left the window since the last call; O(N) in the window's entries for the first call on a key, and after a change other than an append or a trim (XDEL, DEL, RENAME, a flush...)",
         keys: Keys::Update,
         args: &[
             KEY,

@@ -39,13 +39,10 @@ unsafe extern "C" fn on_key_event(
     }
     // SAFETY: Redis passes a NUL-terminated event name that lives through this call.
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
-    // SAFETY: copying function pointers out of the API table, filled in at load.
-    let (db_of, ptr_len) = unsafe {
-        (
-            raw::RedisModule_GetSelectedDb,
-            raw::RedisModule_StringPtrLen,
-        )
-    };
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let db_of = unsafe { raw::RedisModule_GetSelectedDb };
+    // SAFETY: as above.
+    let ptr_len = unsafe { raw::RedisModule_StringPtrLen };
     let (Some(db_of), Some(ptr_len)) = (db_of, ptr_len) else {
         return raw::REDISMODULE_OK as c_int;
     };
@@ -80,13 +77,10 @@ unsafe extern "C" fn on_server_event(
 /// # Errors
 /// The server refused a subscription.
 pub fn subscribe(ctx: &Context) -> Result<(), String> {
-    // SAFETY: copying function pointers out of the API table, filled in at load.
-    let (keys, server) = unsafe {
-        (
-            raw::RedisModule_SubscribeToKeyspaceEvents,
-            raw::RedisModule_SubscribeToServerEvent,
-        )
-    };
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let keys = unsafe { raw::RedisModule_SubscribeToKeyspaceEvents };
+    // SAFETY: as above.
+    let server = unsafe { raw::RedisModule_SubscribeToServerEvent };
     let (Some(keys), Some(server)) = (keys, server) else {
         return Err("event subscriptions are not available".into());
     };
