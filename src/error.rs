@@ -169,7 +169,10 @@ mod tests {
     #[test]
     fn printable_escapes_only_what_is_not_printable() {
         assert_eq!(printable(b"ERR it's a \\ b ~"), "ERR it's a \\ b ~");
-        assert_eq!(printable("\u{e9}\0\r\n".as_bytes()), "\\xc3\\xa9\\x00\\x0d\\x0a");
+        assert_eq!(
+            printable("\u{e9}\0\r\n".as_bytes()),
+            "\\xc3\\xa9\\x00\\x0d\\x0a"
+        );
         assert_eq!(printable(b""), "");
     }
 

@@ -136,7 +136,9 @@ fn every_command_quotes_hostile_bytes_escaped() {
         c.ints(&args!["RL.GCRA", "g", 1, 1, "1s"]);
         c.ints(&args!["RL.GCRA", h, 1, 1, "1s"]);
         assert_eq!(
-            c.err(&args!["RL.ALL", 2, "g", h, "GCRA", 1, 1, "1s", "SLIDING", 1, "1s"]),
+            c.err(&args![
+                "RL.ALL", 2, "g", h, "GCRA", 1, 1, "1s", "SLIDING", 1, "1s"
+            ]),
             format!("WRONGTYPE key '{q}' holds a RL.GCRA limiter, not RL.SLIDING")
         );
         c.ok(&args!["DEL", h, "g"]);
@@ -152,12 +154,18 @@ fn long_tokens_are_cut_to_64_bytes() {
     // 64 bytes are 16 emoji.
     assert_eq!(
         c.err(&["RL.GCRA", "k", "1", "1", "1s", &emoji]),
-        format!("ERR unknown option '{}...'", "\\xf0\\x9f\\x98\\x80".repeat(16))
+        format!(
+            "ERR unknown option '{}...'",
+            "\\xf0\\x9f\\x98\\x80".repeat(16)
+        )
     );
     let junk = vec![0u8; 1 << 20];
     assert_eq!(
         c.err(&args!["RL.GCRA", "k", 1, 1, junk]),
-        format!("ERR invalid duration '{}...' for period", "\\x00".repeat(64))
+        format!(
+            "ERR invalid duration '{}...' for period",
+            "\\x00".repeat(64)
+        )
     );
     assert_alive(&s, &mut c);
 }

@@ -347,10 +347,7 @@ mod tests {
         // Cut to 64 bytes of the token, whatever they become.
         assert_eq!(quote(&[b'a'; 64]), "a".repeat(64));
         assert_eq!(quote(&[b'a'; 65]), format!("{}...", "a".repeat(64)));
-        assert_eq!(
-            quote(&[0u8; 1000]),
-            format!("{}...", "\\x00".repeat(64))
-        );
+        assert_eq!(quote(&[0u8; 1000]), format!("{}...", "\\x00".repeat(64)));
         // A character cut in the middle is escaped byte by byte, never a broken char.
         let mut t = vec![b'a'; 63];
         t.extend_from_slice("\u{1F600}".as_bytes());

@@ -851,7 +851,8 @@ fn read_line(r: &mut impl BufRead) -> std::io::Result<String> {
     buf.truncate(buf.len() - 2);
     // Kept lossy, not refused: a status or error line in bytes that are not UTF-8 is a finding
     // for the test to report (its U+FFFD characters fail any printable-ASCII check).
-    Ok(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    Ok(String::from_utf8(buf)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 fn parse_len(s: &str) -> std::io::Result<i64> {
