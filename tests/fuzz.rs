@@ -919,15 +919,20 @@ impl Fuzz<'_> {
         );
     }
 
-    /// Read one reply; a closed connection means the server died on one of `sent`.
-    fn recv(&self, c: &mut Conn, v: &[Vec<u8>]) -> Reply {
+    /// Read one reply. A closed connection means the server died on the first of `pending` or
+    /// on one after it (the replies to a pipeline may still have been in its output buffer).
+    fn recv(&self, c: &mut Conn, pending: &[(usize, Vec<Vec<u8>>)]) -> Reply {
         c.try_recv().unwrap_or_else(|e| {
             let log = self.server.log();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            let panics: Vec<&str> = log.lines().filter(|l| l.contains("panic")).collect();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let vectors: Vec<String> = pending.iter().map(|(_, v)| show(v)).collect();
             self.fail(&format!(
-                "no reply ({e}) to {}\n--- server log ---\n{}",
-                show(v),
+                "no reply ({e}): the server died on one of these vectors:\n  {}\n\
+                 --- panics in the server log ---\n{}\n--- end of the server log ---\n{}",
+                vectors.join("\n  "),
+                panics.join("\n"),
                 tail.join("\n")
             ))
         })
@@ -957,8 +962,8 @@ impl Fuzz<'_> {
         for (_, v) in batch {
             c.send(v);
         }
-        for (cmd, v) in batch {
-            let reply = self.recv(c, v);
+        for (i, (cmd, v)) in batch.iter().enumerate() {
+            let reply = self.recv(c, &batch[i..]);
             self.check(*cmd, v, &reply);
         }
     }
@@ -976,9 +981,9 @@ impl Fuzz<'_> {
             c.send(&digest);
             c.send(&["EXEC"]);
         }
-        for (cmd, v) in batch {
-            let queued: Vec<Reply> = (0..5).map(|_| self.recv(c, v)).collect();
-            let exec = self.recv(c, v);
+        for (i, (cmd, v)) in batch.iter().enumerate() {
+            let queued: Vec<Reply> = (0..5).map(|_| self.recv(c, &batch[i..])).collect();
+            let exec = self.recv(c, &batch[i..]);
             // Redis checks the arity the command info declares when queueing: the vector's
             // error comes then, and EXEC aborts without running anything.
             if let Reply::Error(_) = &queued[3] {
@@ -1097,8 +1102,7 @@ fn fuzz_every_command() {
 
 impl Fuzz<'_> {
     fn recv_ping(&self, c: &mut Conn) -> Reply {
-        let ping = vec![b"PING".to_vec()];
-        c.send(&ping);
-        self.recv(c, &ping)
+        c.send(&["PING"]);
+        self.recv(c, &[(0, vec![b"PING".to_vec()])])
     }
 }
