@@ -296,7 +296,7 @@ fn spell(r: &mut Rng, name: &str) -> Vec<u8> {
             v
         }
         2 => format!("{name}S").into_bytes(),
-        3 => name[..name.len() - 1].as_bytes().to_vec(),
+        3 => name.as_bytes()[..name.len() - 1].to_vec(),
         4 => [name.as_bytes(), r.pick(TEXT)].concat(),
         _ => name.as_bytes().to_vec(),
     }
@@ -745,7 +745,7 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
         }
         (Shape::Int, Reply::Int(_)) => true,
         (Shape::Info, Reply::Nil) => true,
-        (Shape::Info, Reply::Array(items)) => items.len() % 2 == 0 && !items.is_empty(),
+        (Shape::Info, Reply::Array(items)) => items.len().is_multiple_of(2) && !items.is_empty(),
         (Shape::Info, Reply::Map(pairs)) => !pairs.is_empty(),
         (Shape::Ok, Reply::Simple(s)) => s == "OK",
         (Shape::Keys, Reply::Array(_)) => true,
@@ -1071,7 +1071,7 @@ fn fuzz_every_command() {
                 (cmd, vector(&mut r, cmd, &payloads))
             })
             .collect();
-        if batch_no % 2 == 0 {
+        if batch_no.is_multiple_of(2) {
             fuzz.guarded(&mut c, &batch);
         } else {
             fuzz.plain(&mut c, &batch);
