@@ -9,6 +9,7 @@ pub mod cmdinfo;
 pub mod datatype;
 pub mod events;
 pub mod key;
+pub mod log;
 pub mod notify;
 pub mod replicate;
 pub mod reply;
