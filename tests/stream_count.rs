@@ -567,11 +567,19 @@ fn streamcount_sees_a_replaced_stream_with_the_same_ids() {
             fill(c, "s", 5);
         }),
         ("XDEL XSETID XADD", |c, _| {
-            // The last entry deleted, the last ID set back, an entry of the same ID re-added.
+            // The last entry deleted, the last ID set back, an entry of the same ID re-added
+            // (same length, same last ID). Servers after 7.0 refuse to set the last ID below a
+            // deleted entry; there the entry is re-added just after the deleted one (same
+            // length, the deletion only seen by its event).
             let last = format!("{}-0", base_ms() + 2);
             c.int(&args!["XDEL", "s", last]);
-            c.ok(&args!["XSETID", "s", format!("{}-0", base_ms() + 1)]);
-            c.ok(&args!["XADD", "s", last, "count", 14]);
+            let setid = c.cmd(&args!["XSETID", "s", format!("{}-0", base_ms() + 1)]);
+            let id = if setid.is_error() {
+                format!("{}-1", base_ms() + 2)
+            } else {
+                last
+            };
+            c.ok(&args!["XADD", "s", id, "count", 14]);
         }),
         ("expiry", |c, fill| {
             c.int(&["PEXPIRE", "s", "1"]);

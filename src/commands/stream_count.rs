@@ -183,7 +183,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Kind::Missing => Tally::rebuilt(0, None, cut, 0, 0).ok_or(RlError::Overflow)?,
         Kind::Stream => current_tally(&key, cached, cut)?,
     };
-    guard.tally = Some(tally);
+    // A missing key has no tally to keep (its creation, by whoever, starts afresh).
+    guard.tally = (kind == Kind::Stream).then_some(tally);
     let after = match plan(tally.sum, req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
