@@ -7,8 +7,10 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod docs;
 pub mod error;
 pub mod ffi;
+pub mod registry;
 pub mod stats;
 
 use redis_module::configuration::ConfigurationFlags;
@@ -25,7 +27,7 @@ type ModuleAlloc = std::alloc::System;
 /// Load-time setup after the commands are registered: command docs and key specs, I/O error
 /// handling for diskless loads, and a panic hook that leaves a trace in the server log.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    for doc in commands::docs::COMMANDS {
+    for doc in commands::registry::docs() {
         if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
@@ -39,32 +41,38 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-redis_module! {
-    name: "ratelimit",
-    version: 1,
-    allocator: (ModuleAlloc, ModuleAlloc {}),
-    data_types: [RL_TYPE],
-    init: init,
-    commands: [
-        ["rl.gcra", commands::gcra::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.tokenbucket", commands::token_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.leakybucket", commands::leaky_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.fixed", commands::fixed::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.slidingcounter", commands::sliding_counter::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.all", commands::all::run, "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["rl.streamcount", commands::stream_count::run, "write deny-oom", 1, 1, 1, ""],
-        ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.sliding", commands::sliding::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.info", commands::info::run, "readonly fast", 1, 1, 1, ""],
-        ["rl._restore", commands::restore::run, "write deny-oom", 1, 1, 1, ""],
-    ],
-    configurations: [
-        i64: [
-            ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
+/// The module, with one command per registered algorithm (`crate::registry`) and the others.
+macro_rules! module {
+    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+        redis_module! {
+            name: "ratelimit",
+            version: 1,
+            allocator: (ModuleAlloc, ModuleAlloc {}),
+            data_types: [RL_TYPE],
+            init: init,
+            commands: [
+                $([
+                    <$command as commands::LimiterCommand>::NAME,
+                    commands::run::<$command>,
+                    "write deny-oom fast", 1, 1, 1, ""
+                ],)*
+                ["rl.all", commands::all::run, "write deny-oom getkeys-api", 0, 0, 0, ""],
+                ["rl.streamcount", commands::stream_count::run, "write deny-oom", 1, 1, 1, ""],
+                ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.info", commands::info::run, "readonly fast", 1, 1, 1, ""],
+                ["rl._restore", commands::restore::run, "write deny-oom", 1, 1, 1, ""],
+            ],
+            configurations: [
+                i64: [
+                    ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+                ],
+                string: [],
+                bool: [],
+                enum: [],
+                module_args_as_configuration: true,
+            ]
+        }
+    };
 }
+
+registry::algorithms!(module);

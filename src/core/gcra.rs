@@ -17,11 +17,10 @@
 //! capped at the new capacity). Either way the rounding favours the client, so a raised limit
 //! never denies more than before.
 
-use crate::core::CoreError;
-use crate::core::codec::{self, Reader};
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
 use crate::core::time::Micros;
+use crate::core::varint::{self, Reader};
 
 /// The largest count or duration (µs) a parameter may have: replies are signed 64-bit, and with
 /// this bound every product below fits in 128 bits.
@@ -195,13 +194,7 @@ impl Schedule {
         // Whole units that fit between `base` and `cap`: at most `burst`.
         let avail = overflow(cap.saturating_sub(base).checked_div(period))?;
         let avail = u64::try_from(avail).unwrap_or(u64::MAX);
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
+        let granted = limiter::grant(cost, avail, best_effort);
         let after = if granted > 0 {
             overflow(
                 u128::from(granted)
@@ -211,11 +204,7 @@ impl Schedule {
         } else {
             tat
         };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.burst {
-            Retry::Never
-        } else {
+        let retry = limiter::retry(granted, cost, params.burst, || {
             // Allowed once `now` reaches `after + cost·T − burst·T`.
             let need = overflow(
                 u128::from(cost)
@@ -223,8 +212,8 @@ impl Schedule {
                     .and_then(|d| after.checked_add(d)),
             )?
             .saturating_sub(window);
-            Retry::After(ticks_to_us(need.saturating_sub(now_t), rate))
-        };
+            Ok(ticks_to_us(need.saturating_sub(now_t), rate))
+        })?;
         Ok(Evaluation {
             verdict: Verdict {
                 granted,
@@ -267,10 +256,10 @@ impl Schedule {
 
     /// Codec: parameters then TAT.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.burst);
-        codec::put_u64(out, self.params.rate);
-        codec::put_u64(out, self.params.period);
-        codec::put_u128(out, self.tat());
+        varint::put_u64(out, self.params.burst);
+        varint::put_u64(out, self.params.rate);
+        varint::put_u64(out, self.params.period);
+        varint::put_u128(out, self.tat());
     }
 
     /// Codec: the inverse of `encode`, validating the parameters.
@@ -290,8 +279,6 @@ impl Schedule {
 /// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
 /// a type an [`Algorithm`].
 pub trait ScheduleReading: Sized + Clone {
-    /// Which algorithm this is.
-    const KIND: Kind;
     /// What survives a change of parameters.
     const CARRY: Carry;
     /// RL.INFO's names for burst, rate and period.
@@ -308,18 +295,10 @@ pub trait ScheduleReading: Sized + Clone {
     fn verdict(e: Evaluation, _cost: u64) -> Verdict {
         e.verdict
     }
-
-    /// Move out of [`AlgoState`] (see `state_access!`).
-    fn from_state(state: &AlgoState) -> Option<&Self>;
-    /// As `from_state`, mutably.
-    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
-    /// Wrap into [`AlgoState`].
-    fn into_state(self) -> AlgoState;
 }
 
 impl<T: ScheduleReading> Algorithm for T {
     type Params = GcraParams;
-    const KIND: Kind = <T as ScheduleReading>::KIND;
 
     fn fresh(params: &GcraParams) -> Self {
         T::from_schedule(Schedule::fresh(params))
@@ -370,18 +349,6 @@ impl<T: ScheduleReading> Algorithm for T {
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
         Schedule::decode(input).map(T::from_schedule)
     }
-
-    fn from_state(state: &AlgoState) -> Option<&Self> {
-        <T as ScheduleReading>::from_state(state)
-    }
-
-    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
-        <T as ScheduleReading>::from_state_mut(state)
-    }
-
-    fn into_state(self) -> AlgoState {
-        <T as ScheduleReading>::into_state(self)
-    }
 }
 
 /// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
@@ -407,18 +374,17 @@ pub(crate) use schedule_newtype;
 pub struct Gcra(pub Schedule);
 
 impl ScheduleReading for Gcra {
-    const KIND: Kind = Kind::Gcra;
     const CARRY: Carry = Carry::Backlog;
     const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
 
     schedule_newtype!(Gcra);
-    state_access!(Gcra);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::limiter::{Request, apply};
+    use crate::core::flow::apply;
+    use crate::core::limiter::{Request, Retry};
     use crate::core::state::LimiterState;
     use proptest::prelude::*;
 
@@ -498,7 +464,7 @@ mod tests {
 
     fn run(state: &mut Option<LimiterState>, p: &GcraParams, req: &Request) -> Reply {
         let out = apply::<Gcra>(state.as_mut(), p, req, 100).unwrap();
-        if let crate::core::limiter::Write::Created(s) = out.write {
+        if let crate::core::flow::Write::Created(s) = out.write {
             *state = Some(s);
         }
         Reply {

@@ -29,12 +29,11 @@
 //! A DEDUP id is remembered for one window. Changing the limit keeps the counts; a new window
 //! length starts fresh.
 
-use crate::core::CoreError;
-use crate::core::codec::{self, Reader};
+use crate::core::error::CoreError;
 use crate::core::gcra::MAX_PARAM;
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::limiter::{self, Algorithm, Verdict};
 use crate::core::time::Micros;
+use crate::core::varint::{self, Reader};
 
 /// Validated parameters: an estimate of at most `limit` units in any `window` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +196,6 @@ impl SlidingCounter {
 
 impl Algorithm for SlidingCounter {
     type Params = SlidingCounterParams;
-    const KIND: Kind = Kind::SlidingCounter;
 
     fn fresh(params: &SlidingCounterParams) -> Self {
         SlidingCounter {
@@ -221,24 +219,14 @@ impl Algorithm for SlidingCounter {
     ) -> Result<Verdict, CoreError> {
         let view = self.view(params, now);
         let avail = view.free(params, 0)?;
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
+        let granted = limiter::grant(cost, avail, best_effort);
         let after = View {
             current: overflow(view.current.checked_add(granted))?,
             ..view
         };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.limit {
-            Retry::Never
-        } else {
-            Retry::After(Self::retry_after(params, &after, cost)?)
-        };
+        let retry = limiter::retry(granted, cost, params.limit, || {
+            Self::retry_after(params, &after, cost)
+        })?;
         let w = params.window;
         let reset_after = if after.current > 0 {
             w.saturating_mul(2).saturating_sub(after.elapsed)
@@ -292,11 +280,11 @@ impl Algorithm for SlidingCounter {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.limit);
-        codec::put_u64(out, self.params.window);
-        codec::put_u64(out, self.start);
-        codec::put_u64(out, self.previous);
-        codec::put_u64(out, self.current);
+        varint::put_u64(out, self.params.limit);
+        varint::put_u64(out, self.params.window);
+        varint::put_u64(out, self.start);
+        varint::put_u64(out, self.previous);
+        varint::put_u64(out, self.current);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
@@ -314,8 +302,6 @@ impl Algorithm for SlidingCounter {
             current,
         })
     }
-
-    state_access!(SlidingCounter);
 }
 
 #[cfg(test)]
@@ -325,6 +311,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::core::limiter::Retry;
+    use crate::core::state::Stored;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
