@@ -35,7 +35,7 @@ pub struct GcraParams {
 }
 
 impl GcraParams {
-    /// Validate the parameters; `what` names them in errors (`burst`/`capacity`, `rate`/`refill`).
+    /// Validate the parameters (the commands name them in their own words: `capacity`, `refill`).
     ///
     /// # Errors
     /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].

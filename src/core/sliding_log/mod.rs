@@ -26,11 +26,9 @@
 //! early. Keys that need more than 65,536 distinct buckets in one window should use a coarser
 //! `PRECISION` (window / 65,536 keeps them exact).
 //!
-//! Memory: a 144-byte header, the packed entries (1–2 bytes each for unit costs at 1 ms), a
-//! 32-byte mark per 64 entries, a dead prefix no larger than the live part, and spare capacity
-//! below half (buffers grow by half, and shrink at compaction). A 1000-entry key measures about
-//! 1.8 bytes per entry in `MEMORY USAGE`; a key at the bound with small entries 1 ms apart, about
-//! 7 bytes per entry at worst (some 440 KB).
+//! Memory: a fixed header, the packed entries (1–2 bytes each for unit costs at 1 ms), a mark
+//! per 64 entries, a dead prefix no larger than the live part, and spare capacity below half
+//! (buffers grow by half, and shrink at compaction). `bench/sliding_memory.py` measures it.
 
 mod log;
 #[cfg(test)]
