@@ -69,9 +69,24 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A varint `u64`.
+    /// A varint `u64` (at most 10 bytes, the last of them at most 1): the same as
+    /// `varint(64)`, in 64-bit arithmetic for the sliding log's scans.
     pub fn u64(&mut self) -> Option<u64> {
-        self.varint(64).and_then(|v| u64::try_from(v).ok())
+        let mut v: u64 = 0;
+        let mut shift: u32 = 0;
+        for (i, &b) in self.input.iter().enumerate() {
+            let part = u64::from(b & 0x7f);
+            if shift > 63 || (shift == 63 && part > 1) {
+                return None;
+            }
+            v |= part.checked_shl(shift)?;
+            if b & 0x80 == 0 {
+                self.input = self.input.get(i.checked_add(1)?..)?;
+                return Some(v);
+            }
+            shift = shift.checked_add(7)?;
+        }
+        None
     }
 
     /// A varint `u128`.
@@ -82,5 +97,29 @@ impl<'a> Reader<'a> {
     /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.input.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The 64-bit reader accepts and rejects exactly what the general one does.
+        #[test]
+        fn u64_reader_matches_the_general_one(
+            bytes in prop::collection::vec(prop_oneof![any::<u8>(), Just(0xff), Just(0x80), Just(1)], 0..14),
+            v in any::<u64>(),
+        ) {
+            let (mut a, mut b) = (Reader::new(&bytes), Reader::new(&bytes));
+            prop_assert_eq!(a.u64(), b.varint(64).and_then(|v| u64::try_from(v).ok()));
+            if a.remaining() != bytes.len() {
+                prop_assert_eq!(a.remaining(), b.remaining());
+            }
+            let mut out = Vec::new();
+            put_u64(&mut out, v);
+            prop_assert_eq!(Reader::new(&out).u64(), Some(v));
+        }
     }
 }
