@@ -27,6 +27,8 @@ pub enum RlError {
     },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
+    /// A parameter out of its range: its name, and what it must be.
+    Invalid(&'static str, &'static str),
     /// A count that must be ≥ 0 (names the argument).
     NotNonNegative(&'static str),
     /// A duration that is not `<n>[ms|s|m|h|d]` with n ≥ 1 (the token, the argument).
@@ -79,6 +81,7 @@ impl fmt::Display for RlError {
                 held.command()
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
+            RlError::Invalid(what, must) => write!(f, "ERR {what} {must}"),
             RlError::NotNonNegative(what) => {
                 write!(f, "ERR {what} must be a non-negative integer")
             }
@@ -128,7 +131,7 @@ impl From<CoreError> for RlError {
                 held,
                 wanted: wanted.command(),
             },
-            CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
             CoreError::Overflow => RlError::Overflow,
         }
     }

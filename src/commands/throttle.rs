@@ -14,7 +14,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::args::{Args, Options, at_time, non_negative, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
-use crate::core::gcra::{Gcra, GcraParams};
+use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};
 use crate::core::limiter::{Decision, Retry, Verdict};
 use crate::core::time::{US_PER_MS, US_PER_SEC};
 use crate::error::RlError;
@@ -22,6 +22,11 @@ use crate::stats::{self, CommandStats};
 
 /// CL.THROTTLE.
 pub struct ThrottleCommand;
+
+/// What max_burst must be: one less than GCRA's largest burst.
+const MAX_BURST_BOUND: &str = "must be at most 9223372036854775806";
+/// What period must be: GCRA's longest period, in whole seconds.
+const PERIOD_BOUND: &str = "must be at most 9223372036854 seconds";
 
 /// redis-cell's rounding: the duration in whole milliseconds, then seconds rounded up.
 fn cell_seconds(us: Micros) -> i64 {
@@ -65,9 +70,16 @@ impl LimiterCommand for ThrottleCommand {
             Some(t) => Some(at_time(t)?),
             None => None,
         };
-        let burst = max_burst.checked_add(1).ok_or(RlError::Overflow)?;
-        let period = period_s.checked_mul(US_PER_SEC).ok_or(RlError::Overflow)?;
-        let params = GcraParams::new(burst, count, period).map_err(|_| RlError::Overflow)?;
+        // GCRA's burst is one more than max_burst, its period in µs: both must fit its bounds.
+        let burst = max_burst
+            .checked_add(1)
+            .filter(|&b| b <= MAX_PARAM)
+            .ok_or(RlError::Invalid("max_burst", MAX_BURST_BOUND))?;
+        let period = period_s
+            .checked_mul(US_PER_SEC)
+            .filter(|&p| p <= MAX_PARAM)
+            .ok_or(RlError::Invalid("period", PERIOD_BOUND))?;
+        let params = GcraParams::new(burst, count, period)?;
         let opts = Options {
             cost: quantity,
             at,
@@ -105,6 +117,18 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_in_messages_are_the_constants() {
+        assert_eq!(
+            MAX_BURST_BOUND,
+            format!("must be at most {}", MAX_PARAM - 1)
+        );
+        assert_eq!(
+            PERIOD_BOUND,
+            format!("must be at most {} seconds", MAX_PARAM / US_PER_SEC)
+        );
+    }
 
     #[test]
     fn cell_seconds_round_like_redis_cell() {

@@ -18,11 +18,11 @@
 //! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
 //! exact on every tick grid, a raised limit still never denies more than before.
 
-use crate::core::CoreError;
 use crate::core::codec::{self, Reader};
 use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
 use crate::core::state::{AlgoState, Kind};
 use crate::core::time::Micros;
+use crate::core::{CoreError, check_count, check_duration};
 
 /// The largest count or duration (µs) a parameter may have: replies are signed 64-bit, and with
 /// this bound every product below fits in 128 bits.
@@ -42,16 +42,9 @@ impl GcraParams {
     /// # Errors
     /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
     pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(burst) {
-            return Err(CoreError::InvalidParam("burst"));
-        }
-        if !ok(rate) {
-            return Err(CoreError::InvalidParam("rate"));
-        }
-        if !ok(period) {
-            return Err(CoreError::InvalidParam("period"));
-        }
+        let burst = check_count(burst, "burst")?;
+        let rate = check_count(rate, "rate")?;
+        let period = check_duration(period, "period")?;
         Ok(GcraParams {
             burst,
             rate,

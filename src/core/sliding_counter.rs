@@ -29,12 +29,11 @@
 //! A DEDUP id is remembered for one window. Changing the limit keeps the counts; a new window
 //! length starts fresh.
 
-use crate::core::CoreError;
 use crate::core::codec::{self, Reader};
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
 use crate::core::state::{AlgoState, Kind};
 use crate::core::time::Micros;
+use crate::core::{CoreError, check_count, check_duration};
 
 /// Validated parameters: an estimate of at most `limit` units in any `window` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,15 +46,10 @@ impl SlidingCounterParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::gcra::MAX_PARAM).
     pub fn new(limit: u64, window: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(limit) {
-            return Err(CoreError::InvalidParam("limit"));
-        }
-        if !ok(window) {
-            return Err(CoreError::InvalidParam("window"));
-        }
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
         Ok(SlidingCounterParams { limit, window })
     }
 
@@ -320,6 +314,7 @@ impl Algorithm for SlidingCounter {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::gcra::MAX_PARAM;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
