@@ -47,6 +47,8 @@ pub enum RlError {
     Conflict(&'static str),
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
+    /// New parameters under which the key's current state would take too long to be fresh.
+    StateTooLong,
     /// Parameters too large to compute with.
     Overflow,
     /// An `RL._RESTORE` payload that does not decode.
@@ -98,6 +100,10 @@ impl fmt::Display for RlError {
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
+            RlError::StateTooLong => write!(
+                f,
+                "ERR parameters too large for the key's current state: it would be fresh again in more than 9223372036854775 ms"
+            ),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
@@ -132,6 +138,10 @@ impl From<CoreError> for RlError {
                 wanted: wanted.command(),
             },
             CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
+            CoreError::SpanTooLong => {
+                RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
+            }
+            CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Overflow => RlError::Overflow,
         }
     }

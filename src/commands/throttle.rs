@@ -12,6 +12,7 @@ use std::ffi::CStr;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, non_negative, positive};
+use crate::commands::gcra::spanned;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};
@@ -79,7 +80,8 @@ impl LimiterCommand for ThrottleCommand {
             .checked_mul(US_PER_SEC)
             .filter(|&p| p <= MAX_PARAM)
             .ok_or(RlError::Invalid("period", PERIOD_BOUND))?;
-        let params = GcraParams::new(burst, count, period)?;
+        let params = GcraParams::new(burst, count, period)
+            .map_err(|e| spanned(e, "(max_burst + 1) * period / count per period"))?;
         let opts = Options {
             cost: quantity,
             at,

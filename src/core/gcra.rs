@@ -21,7 +21,7 @@
 use crate::core::codec::{self, Reader};
 use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
 use crate::core::state::{AlgoState, Kind};
-use crate::core::time::Micros;
+use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::{CoreError, check_count, check_duration};
 
 /// The largest count or duration (µs) a parameter may have: replies are signed 64-bit, and with
@@ -40,11 +40,20 @@ impl GcraParams {
     /// Validate the parameters; `what` names them in errors (`burst`/`capacity`, `rate`/`refill`).
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`];
+    /// [`CoreError::SpanTooLong`] when `burst · period / rate` is above [`MAX_SPAN`].
     pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Self, CoreError> {
         let burst = check_count(burst, "burst")?;
         let rate = check_count(rate, "rate")?;
         let period = check_duration(period, "period")?;
+        // Every duration a reply or expiry holds (reset, retry, queue delay) is at most the
+        // time a full limiter takes to drain: `burst · T`, rounded up.
+        let span = u128::from(burst)
+            .checked_mul(u128::from(period))
+            .map(|w| w.div_ceil(u128::from(rate)));
+        if span.is_none_or(|span| span > u128::from(MAX_SPAN)) {
+            return Err(CoreError::SpanTooLong);
+        }
         Ok(GcraParams {
             burst,
             rate,
@@ -72,10 +81,21 @@ fn overflow<T>(v: Option<T>) -> Result<T, CoreError> {
     v.ok_or(CoreError::Overflow)
 }
 
-/// `ticks / rate`, rounded up, as µs (saturating).
+/// `ticks / rate`, rounded up, as µs (saturating): a point in time.
 fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
     let us = ticks.div_ceil(u128::from(rate.max(1)));
     u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+/// `ticks / rate`, rounded up, as a duration in µs of at most [`MAX_SPAN`]. Validated
+/// parameters keep every duration of their own state within it; only a state carried over
+/// from other parameters can exceed it, which is refused rather than capped.
+fn span_us(ticks: u128, rate: u64) -> Result<Micros, CoreError> {
+    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    u64::try_from(us)
+        .ok()
+        .filter(|&us| us <= MAX_SPAN)
+        .ok_or(CoreError::StateTooLong)
 }
 
 /// What a schedule keeps when it is called with other parameters than it was written with.
@@ -219,7 +239,7 @@ impl Schedule {
                     .and_then(|d| after.checked_add(d)),
             )?
             .saturating_sub(window);
-            Retry::After(ticks_to_us(need.saturating_sub(now_t), rate))
+            Retry::After(span_us(need.saturating_sub(now_t), rate)?)
         };
         Ok(Evaluation {
             verdict: Verdict {
@@ -227,9 +247,9 @@ impl Schedule {
                 limit: params.burst,
                 remaining: avail.saturating_sub(granted),
                 retry,
-                reset_after: ticks_to_us(after.saturating_sub(now_t), rate),
+                reset_after: span_us(after.saturating_sub(now_t), rate)?,
             },
-            queue_delay: ticks_to_us(base.saturating_sub(now_t), rate),
+            queue_delay: span_us(base.saturating_sub(now_t), rate)?,
         })
     }
 
@@ -599,6 +619,41 @@ mod tests {
             &Request::new(MAX_PARAM, crate::core::time::MAX_TIME),
         );
         assert_eq!(r.granted, 0);
+    }
+
+    #[test]
+    fn gcra_refuses_parameters_whose_span_does_not_fit() {
+        // Reproducer: the reset of a full bucket would be 9.9e22 µs, beyond any reply or expiry.
+        assert_eq!(
+            GcraParams::new(1_000_000_000_961, 10_093, 1_000_000_000_000_000),
+            Err(CoreError::SpanTooLong)
+        );
+        // The bound is exact: burst · period / rate, rounded up, at most MAX_SPAN.
+        assert!(GcraParams::new(1, 1, MAX_SPAN).is_ok());
+        assert!(GcraParams::new(2, 2, MAX_SPAN).is_ok());
+        assert_eq!(
+            GcraParams::new(2, 1, MAX_SPAN / 2 + 1),
+            Err(CoreError::SpanTooLong)
+        );
+        assert!(GcraParams::new(2, 1, MAX_SPAN / 2).is_ok());
+        assert_eq!(
+            GcraParams::new(3, 2, MAX_SPAN / 3 * 2 + 1),
+            Err(CoreError::SpanTooLong)
+        );
+    }
+
+    #[test]
+    fn gcra_refuses_a_carried_backlog_that_would_not_fit() {
+        // A million units queued, then one unit per 10^15 µs: 10^21 µs to drain.
+        let mut s = None;
+        run(
+            &mut s,
+            &params(1_000_000, 1_000_000, SEC),
+            &Request::new(1_000_000, T0),
+        );
+        let slow = params(1, 1, 1_000_000_000 * SEC);
+        let out = apply::<Gcra>(s.as_mut(), &slow, &Request::new(1, T0), 100);
+        assert_eq!(out.unwrap_err(), CoreError::StateTooLong);
     }
 
     fn arb_params() -> impl Strategy<Value = GcraParams> {

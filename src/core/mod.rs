@@ -82,6 +82,12 @@ pub enum CoreError {
     /// A parameter is out of its valid range: its name, and what it must be
     /// (`InvalidParam("burst", MUST_BE_POSITIVE)` reads "burst must be a positive integer").
     InvalidParam(&'static str, &'static str),
+    /// GCRA-schedule parameters whose full span `burst · period / rate` is above
+    /// [`time::MAX_SPAN`] (the command layer names the arguments).
+    SpanTooLong,
+    /// A key's state converted to new parameters would be fresh again later than
+    /// [`time::MAX_SPAN`] from now (a long backlog at a much slower rate).
+    StateTooLong,
     /// Arithmetic on the given parameters would overflow.
     Overflow,
 }

@@ -305,11 +305,13 @@ pub fn apply_all(
 mod tests {
     use super::*;
     use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::MAX_PARAM;
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::leaky_bucket::LeakyBucket;
     use crate::core::limiter::{Write, apply};
     use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::time::MAX_TIME;
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
@@ -526,6 +528,79 @@ mod tests {
                 if want >= 0 {
                     let later = Request { peek: true, ..Request::new(cost, t + want as u64 * 1000) };
                     prop_assert_eq!(run(&mut left.clone(), &specs, &later).granted as u64, cost);
+                }
+            }
+        }
+    }
+
+    /// A count or duration biased to the edges: small, near `max`, or anywhere up to it.
+    fn edgy(max: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![1u64..4, (max - 3)..=max, 1u64..=max]
+    }
+
+    /// Any parameters the parsers accept (the same constructors validate them), biased to the
+    /// largest values.
+    fn arb_extreme_spec() -> impl Strategy<Value = AnyParams> {
+        let ms = |v: u64| (v / 1000).max(1) * 1000;
+        (
+            0u8..6,
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+        )
+            .prop_filter_map("parameters the parser refuses", move |(k, a, b, d, e)| {
+                let g = GcraParams::new(a, b, d);
+                Some(match k {
+                    0 => AnyParams::of::<Gcra>(&g.ok()?),
+                    1 => AnyParams::of::<TokenBucket>(&g.ok()?),
+                    2 => AnyParams::of::<LeakyBucket>(&g.ok()?),
+                    3 => AnyParams::of::<Fixed>(&FixedParams::new(a, d, e).ok()?),
+                    4 => AnyParams::of::<SlidingCounter>(&SlidingCounterParams::new(a, d).ok()?),
+                    _ => {
+                        let (w, p) = (ms(d), ms(e));
+                        AnyParams::of::<SlidingLog>(
+                            &SlidingParams::new(a, w.max(p), w.min(p)).ok()?,
+                        )
+                    }
+                })
+            })
+    }
+
+    proptest! {
+        /// For any parameters the parsers accept and any time up to MAX_TIME, every result is
+        /// computed (no overflow error) and within MAX_SPAN: nothing had to be capped, and the
+        /// key's expiry in ms is a Unix time Redis accepts.
+        #[test]
+        fn accepted_parameters_never_saturate(
+            spec in arb_extreme_spec(),
+            ops in prop::collection::vec(
+                (prop_oneof![0u64..=MAX_TIME, (MAX_TIME - 1_000_000)..=MAX_TIME], edgy(MAX_PARAM), any::<bool>()),
+                1..12,
+            ),
+        ) {
+            use crate::core::time::{MAX_SPAN, ceil_ms};
+            let mut state: Option<LimiterState> = None;
+            for (now, cost, be) in ops {
+                let req = Request { best_effort: be, ..Request::new(cost, now) };
+                let mut slots = [match state.as_mut() {
+                    Some(s) => Slot::Existing(s),
+                    None => Slot::New(None),
+                }];
+                let out = apply_all(&mut slots, std::slice::from_ref(&spec), &req, 10);
+                let out = out.map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+                let [slot] = slots;
+                if let Slot::New(Some(created)) = slot {
+                    state = Some(created);
+                }
+                let d = out.decision;
+                prop_assert!(d.retry_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
+                prop_assert!(d.reset_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
+                if let Some(Some(at)) = out.writes.first() {
+                    let from = state.as_ref().map_or(now, |s| s.last_update);
+                    prop_assert!(*at <= from + MAX_SPAN, "expiry {at} from {from}");
+                    prop_assert!(*at <= MAX_TIME + MAX_SPAN);
+                    prop_assert!(ceil_ms(*at) < i64::MAX);
                 }
             }
         }
