@@ -329,6 +329,8 @@ fn errors_are_redis_style_and_change_nothing() {
         (&["CL.THROTTLE", "k", "1", "0", "1"],           "ERR count per period must be a positive integer"),
         (&["CL.THROTTLE", "k", "1", "1", "0"],           "ERR period must be a positive integer"),
         (&["CL.THROTTLE", "k", "1", "1", "1", "x"],      "ERR quantity must be a non-negative integer"),
+        (&["CL.THROTTLE", "k", "1", "1", "1", "AT"],     "ERR syntax error, AT needs a value"),
+        (&["CL.THROTTLE", "k", "1", "1", "1", "1", "AT"], "ERR syntax error, AT needs a value"),
         (&["CL.THROTTLE", "k", "9223372036854775807", "1", "1"], "ERR max_burst must be at most 9223372036854775806"),
         (&["CL.THROTTLE", "k", "1", "1", "9223372036855"], "ERR period must be at most 9223372036854 seconds"),
         (&["RL.INFO"],                                   "ERR wrong number of arguments for 'rl.info' command"),

@@ -47,6 +47,12 @@ impl LimiterCommand for ThrottleCommand {
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         // redis-cell's arguments, optionally followed by `AT t` (our extension, which is also how
         // a call replicates: the same command with its evaluation time).
+        // `AT` as the last argument has no value (not a quantity called "AT").
+        if matches!(items.len(), 6 | 7)
+            && items.last().is_some_and(|t| t.eq_ignore_ascii_case(b"AT"))
+        {
+            return Err(RlError::NeedsValue("AT"));
+        }
         let at_index = match items.len() {
             5 | 6 => None,
             7 | 8 => Some(items.len().saturating_sub(2)),
@@ -130,6 +136,29 @@ mod tests {
             PERIOD_BOUND,
             format!("must be at most {} seconds", MAX_PARAM / US_PER_SEC)
         );
+    }
+
+    #[test]
+    fn throttle_at_needs_a_value() {
+        let parse = |items: &[&str]| {
+            let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+            ThrottleCommand::parse(&bytes)
+                .map(|p| p.opts)
+                .map_err(|e| e.to_string())
+        };
+        for items in [
+            &["cl.throttle", "k", "1", "1", "1", "AT"][..],
+            &["cl.throttle", "k", "1", "1", "1", "2", "at"],
+        ] {
+            assert_eq!(
+                parse(items).unwrap_err(),
+                "ERR syntax error, AT needs a value"
+            );
+        }
+        let o = parse(&["cl.throttle", "k", "1", "1", "1", "AT", "5"]).unwrap();
+        assert_eq!((o.cost, o.at), (1, Some(5_000)));
+        let o = parse(&["cl.throttle", "k", "1", "1", "1", "2", "AT", "5"]).unwrap();
+        assert_eq!((o.cost, o.at), (2, Some(5_000)));
     }
 
     #[test]
