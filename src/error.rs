@@ -45,6 +45,8 @@ pub enum RlError {
     Syntax(&'static str),
     /// Arguments that are each valid but do not go together (the text after `ERR `).
     Conflict(&'static str),
+    /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
+    AtAhead,
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
     /// New parameters under which the key's current state would take too long to be fresh.
@@ -99,6 +101,7 @@ impl fmt::Display for RlError {
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
+            RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::StateTooLong => write!(
                 f,

@@ -118,6 +118,25 @@ pub fn replicate_with_at(
     ffi::replicate::replicate(ctx, name, &out);
 }
 
+/// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
+/// `ratelimit.at-max-ahead` ahead of the server's clock is refused, unless the call comes from
+/// the master or the AOF (it carries the master's resolved time, which must be applied as is).
+///
+/// # Errors
+/// [`RlError::AtAhead`].
+pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlError> {
+    let Some(at) = at else {
+        return Ok(server_now());
+    };
+    let exempt = ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    match config::at_max_ahead_us() {
+        Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
+        _ => Ok(at),
+    }
+}
+
 /// Does the calling client speak RESP3?
 pub fn is_resp3(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
@@ -148,7 +167,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     let parsed = C::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
