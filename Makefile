@@ -25,7 +25,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix lint fmt fmt-check \
+.PHONY: help deps build release test test-unit test-integration test-matrix fuzz lint fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
@@ -58,6 +58,13 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Valkey 8 and Valkey 9
 		RL_SERVER="$$VALKEY8" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \
 		RL_SERVER="$$VALKEY9" RL_LD_LIBRARY_PATH= $(ITEST)
+
+# Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
+FUZZ_CASES ?= 100000
+
+fuzz: deps build ## Long fuzzer run on Debian's redis-server: FUZZ_CASES (100000) vectors per command; RL_FUZZ_SEED replays a run
+	RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= RL_FUZZ_CASES=$(FUZZ_CASES) RL_MODULE=$(SO_DEBUG) \
+		$(CARGO) test --test fuzz -- --nocapture
 
 # Layering guard: matches on code lines only (comment lines may name what they avoid).
 NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'

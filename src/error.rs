@@ -5,6 +5,7 @@
 //! conversion below.
 
 use std::fmt;
+use std::fmt::Write as _;
 
 use redis_module::RedisError;
 
@@ -123,12 +124,39 @@ impl fmt::Display for RlError {
     }
 }
 
+/// Is `b` printable ASCII (0x20–0x7E), the only bytes an error text may hold?
+pub fn is_printable(b: u8) -> bool {
+    (0x20..=0x7e).contains(&b)
+}
+
+/// Append `b` to `out` as `\xNN` (two lower-case hex digits).
+pub fn push_escaped(out: &mut String, b: u8) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "\\x{b:02x}");
+}
+
+/// `text` as printable ASCII: every byte outside 0x20–0x7E written as `\xNN`; printable text
+/// (every error this crate renders) comes back unchanged.
+pub fn printable(text: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text {
+        if is_printable(b) {
+            out.push(char::from(b));
+        } else {
+            push_escaped(&mut out, b);
+        }
+    }
+    out
+}
+
 impl From<RlError> for RedisError {
+    /// The error as the crate's type, its text printable ASCII whatever it quotes (the crate's
+    /// own reply path panics on text with characters U+xx00; see `ffi::reply::error`).
     fn from(e: RlError) -> Self {
         match e {
             RlError::Arity => RedisError::WrongArity,
             RlError::WrongType => RedisError::WrongType,
-            other => RedisError::String(other.to_string()),
+            other => RedisError::String(printable(other.to_string().as_bytes())),
         }
     }
 }
@@ -146,6 +174,45 @@ impl From<CoreError> for RlError {
             }
             CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Overflow => RlError::Overflow,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_only_what_is_not_printable() {
+        assert_eq!(printable(b"ERR it's a \\ b ~"), "ERR it's a \\ b ~");
+        assert_eq!(
+            printable("\u{e9}\0\r\n".as_bytes()),
+            "\\xc3\\xa9\\x00\\x0d\\x0a"
+        );
+        assert_eq!(printable(b""), "");
+    }
+
+    #[test]
+    fn every_error_reaches_the_crate_as_printable_ascii() {
+        let all = [
+            RlError::InvalidDuration("\u{1F600}".into(), "period"),
+            RlError::UnknownOption("\u{4E00}".into()),
+            RlError::InvalidTime("\u{0100}".into()),
+            RlError::Server("ERR \0bad\r\n".into()),
+            RlError::WrongKindAt {
+                key: "\u{0100}".into(),
+                held: Kind::Gcra,
+                wanted: "RL.FIXED",
+            },
+        ];
+        for e in all {
+            match RedisError::from(e.clone()) {
+                RedisError::String(s) => {
+                    assert!(s.bytes().all(is_printable), "{e:?} -> {s:?}");
+                    assert!(s.starts_with("ERR ") || s.starts_with("WRONGTYPE "), "{s}");
+                }
+                other => panic!("{e:?} -> {other:?}"),
+            }
         }
     }
 }

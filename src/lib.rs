@@ -23,18 +23,27 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 type ModuleAlloc = std::alloc::System;
 
 /// Load-time setup after the commands are registered: command docs and key specs, I/O error
-/// handling for diskless loads, and a panic hook that leaves a trace in the server log.
+/// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
+/// runs the hook it replaces.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     for doc in commands::docs::COMMANDS {
         if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
-            ctx.log_warning(&format!("ratelimit: {e}"));
+            ffi::log::warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
-    std::panic::set_hook(Box::new(|info| {
-        let ctx = Context::dummy();
-        ctx.log_warning(&format!("ratelimit: panic: {info}"));
+    // A panic in a command aborts the server: leave the message and a backtrace in the server
+    // log, then run the previous hook (the default one prints to stderr, with a backtrace when
+    // RUST_BACKTRACE is set).
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ffi::log::warning(&format!("ratelimit: panic: {info}"));
+        ffi::log::warning(&format!(
+            "ratelimit: backtrace:\n{}",
+            std::backtrace::Backtrace::force_capture()
+        ));
+        previous(info);
     }));
     Status::Ok
 }
@@ -46,17 +55,17 @@ redis_module! {
     data_types: [RL_TYPE],
     init: init,
     commands: [
-        ["rl.gcra", commands::gcra::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.tokenbucket", commands::token_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.leakybucket", commands::leaky_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.fixed", commands::fixed::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.slidingcounter", commands::sliding_counter::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.all", commands::all::run, "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["rl.streamcount", commands::stream_count::run, "write deny-oom", 1, 1, 1, ""],
-        ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.sliding", commands::sliding::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.info", commands::info::run, "readonly fast", 1, 1, 1, ""],
-        ["rl._restore", commands::restore::run, "write deny-oom", 1, 1, 1, ""],
+        ["rl.gcra", commands::entry(commands::gcra::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.tokenbucket", commands::entry(commands::token_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.leakybucket", commands::entry(commands::leaky_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.fixed", commands::entry(commands::fixed::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.slidingcounter", commands::entry(commands::sliding_counter::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
+        ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
+        ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.sliding", commands::entry(commands::sliding::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
+        ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
     ],
     configurations: [
         i64: [

@@ -37,7 +37,7 @@ pub mod token_bucket;
 
 use std::ffi::CStr;
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
@@ -51,6 +51,29 @@ use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::ffi::reply;
 use crate::stats::CommandStats;
+
+/// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
+/// panic whatever their text, never by the crate's reply path (which can).
+pub fn entry(
+    run: fn(&Context, Vec<RedisString>) -> RedisResult,
+) -> impl Fn(&Context, Vec<RedisString>) -> RedisResult {
+    move |ctx, args| match run(ctx, args) {
+        Err(RedisError::String(text)) => {
+            reply::error(ctx, &text);
+            Ok(RedisValue::NoReply)
+        }
+        Err(RedisError::Str(text)) => {
+            reply::error(ctx, text);
+            Ok(RedisValue::NoReply)
+        }
+        Err(RedisError::WrongType) => {
+            reply::error(ctx, &RlError::WrongType.to_string());
+            Ok(RedisValue::NoReply)
+        }
+        // Arity goes through RedisModule_WrongArity (no text of ours); replies are our own.
+        other => other,
+    }
+}
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use crate::commands::evaluation_time;
 use crate::core::Micros;
 use crate::core::stream_count::{Plan, next_id, plan, window_start_ms};
 use crate::core::time::ceil_ms;
-use crate::error::RlError;
+use crate::error::{RlError, printable};
 use crate::ffi::stream::{Scan, ScanError, scan};
 use crate::stats;
 
@@ -83,8 +83,8 @@ fn call(ctx: &Context, cmd: &str, args: &[&[u8]]) -> Result<(), String> {
         .errors_as_replies()
         .build();
     let res: CallResult = ctx.call_ext(cmd, &opts, args);
-    res.map(|_| ())
-        .map_err(|e| e.to_utf8_string().unwrap_or_default())
+    // The server's error, as printable ASCII whatever its bytes.
+    res.map(|_| ()).map_err(|e| printable(e.as_bytes()))
 }
 
 /// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
