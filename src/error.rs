@@ -19,15 +19,17 @@ pub enum RlError {
     /// A key of a non-module type: Redis's own WRONGTYPE message.
     WrongType,
     /// A key holding another algorithm.
-    WrongKind { held: Kind, wanted: &'static str },
+    WrongKind { held: Kind, wanted: Kind },
     /// A key of RL.ALL holding another algorithm.
     WrongKindAt {
         key: String,
         held: Kind,
-        wanted: &'static str,
+        wanted: Kind,
     },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
+    /// A parameter out of its range: its name, and what it must be.
+    Invalid(&'static str, &'static str),
     /// A count that must be ≥ 0 (names the argument).
     NotNonNegative(&'static str),
     /// A duration that is not `<n>[ms|s|m|h|d]` with n ≥ 1 (the token, the argument).
@@ -44,8 +46,12 @@ pub enum RlError {
     Syntax(&'static str),
     /// Arguments that are each valid but do not go together (the text after `ERR `).
     Conflict(&'static str),
+    /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
+    AtAhead,
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
+    /// New parameters under which the key's current state would take too long to be fresh.
+    StateTooLong,
     /// Parameters too large to compute with.
     Overflow,
     /// An `RL._RESTORE` payload that does not decode.
@@ -53,7 +59,7 @@ pub enum RlError {
     /// RL.ALL: a limiter name that is no algorithm.
     UnknownLimiter(String),
     /// RL.ALL: a limiter without all its positional arguments (its name).
-    LimiterArity(&'static [u8]),
+    LimiterArity(Kind),
     /// A stream entry (its ID) whose `count` is missing or not an integer.
     BadStreamEntry(String),
     /// An error the server returned for a command run on our behalf, passed on as it is.
@@ -68,18 +74,15 @@ impl fmt::Display for RlError {
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
             ),
-            RlError::WrongKind { held, wanted } => write!(
-                f,
-                "WRONGTYPE key holds a {} limiter, not {}",
-                held.command(),
-                wanted
-            ),
+            RlError::WrongKind { held, wanted } => {
+                write!(f, "WRONGTYPE key holds a {held} limiter, not {wanted}")
+            }
             RlError::WrongKindAt { key, held, wanted } => write!(
                 f,
-                "WRONGTYPE key '{key}' holds a {} limiter, not {wanted}",
-                held.command()
+                "WRONGTYPE key '{key}' holds a {held} limiter, not {wanted}"
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
+            RlError::Invalid(what, must) => write!(f, "ERR {what} {must}"),
             RlError::NotNonNegative(what) => {
                 write!(f, "ERR {what} must be a non-negative integer")
             }
@@ -95,14 +98,19 @@ impl fmt::Display for RlError {
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
+            RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
+            RlError::StateTooLong => write!(
+                f,
+                "ERR parameters too large for the key's current state: it would be fresh again in more than 9223372036854775 ms"
+            ),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
-            RlError::LimiterArity(name) => write!(
+            RlError::LimiterArity(kind) => write!(
                 f,
                 "ERR syntax error, {} needs its positional arguments",
-                String::from_utf8_lossy(name)
+                kind.name().to_ascii_uppercase()
             ),
             RlError::BadStreamEntry(id) => {
                 write!(f, "ERR stream entry {id} has no integer 'count' field")
@@ -152,11 +160,12 @@ impl From<RlError> for RedisError {
 impl From<CoreError> for RlError {
     fn from(e: CoreError) -> Self {
         match e {
-            CoreError::WrongKind { held, wanted } => RlError::WrongKind {
-                held,
-                wanted: wanted.command(),
-            },
-            CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::WrongKind { held, wanted } => RlError::WrongKind { held, wanted },
+            CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
+            CoreError::SpanTooLong => {
+                RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
+            }
+            CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Overflow => RlError::Overflow,
         }
     }
@@ -186,7 +195,7 @@ mod tests {
             RlError::WrongKindAt {
                 key: "\u{0100}".into(),
                 held: Kind::Gcra,
-                wanted: "RL.FIXED",
+                wanted: Kind::Fixed,
             },
         ];
         for e in all {

@@ -16,13 +16,13 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::evaluation_time;
 use crate::core::Micros;
 use crate::core::stream_count::{
     IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
 };
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
-use crate::ffi::clock::server_now;
 use crate::ffi::notify::{Class, notify_as};
 use crate::ffi::replicate::replicate_bytes;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
@@ -164,7 +164,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = StreamCountRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = req.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, req.at)?;
     let cut = StreamId::at_ms(window_start_ms(now, req.window));
     let db = selected_db(ctx);
 

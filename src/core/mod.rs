@@ -21,14 +21,27 @@
     )
 )]
 
+//!
+//! Layers, each importing only those above it (no circle):
+//! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
+//!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
+//! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
+//!   `sliding_counter`, `sliding_log`, and `stream_count`;
+//! - `state`: the key's value over every registered algorithm;
+//! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
+
 pub mod codec;
 pub mod decimal;
 pub mod dedup;
+pub mod error;
 pub mod fixed_window;
+pub mod flow;
 pub mod gcra;
+pub mod kind;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod multi;
+pub mod param;
 pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;
@@ -37,18 +50,14 @@ pub mod stream_count;
 pub(crate) mod testkit;
 pub mod time;
 pub mod token_bucket;
+pub mod varint;
 
+pub use error::CoreError;
+pub use kind::Kind;
 pub use limiter::{Algorithm, Decision, Request, Retry, Verdict};
-pub use state::{Kind, LimiterState};
+pub use param::{
+    MUST_BE_POSITIVE, MUST_BE_POSITIVE_DURATION, MUST_FIT_COUNT, MUST_FIT_DURATION, check_count,
+    check_duration,
+};
+pub use state::{LimiterState, Stored};
 pub use time::Micros;
-
-/// Why the core refused a request. The command layer turns these into Redis errors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CoreError {
-    /// The key holds a limiter of another algorithm.
-    WrongKind { held: Kind, wanted: Kind },
-    /// A parameter is out of its valid range; the text names it.
-    InvalidParam(&'static str),
-    /// Arithmetic on the given parameters would overflow.
-    Overflow,
-}

@@ -29,12 +29,18 @@
 //! A DEDUP id is remembered for one window. Changing the limit keeps the counts; a new window
 //! length starts fresh.
 
-use crate::core::CoreError;
-use crate::core::codec::{self, Reader};
-use crate::core::gcra::MAX_PARAM;
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
-use crate::core::time::Micros;
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{check_count, check_duration};
+use crate::core::time::{MAX_SPAN, Micros};
+use crate::core::varint::{self, Reader};
+
+/// The longest window: `reset_after` and the key's expiry reach two windows ahead, which must
+/// fit in [`MAX_SPAN`].
+pub const MAX_WINDOW: Micros = MAX_SPAN / 2;
+
+/// What the window must be when it is above [`MAX_WINDOW`].
+const MUST_FIT_WINDOW: &str = "must be at most 4611686018427387 ms";
 
 /// Validated parameters: an estimate of at most `limit` units in any `window` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,14 +53,13 @@ impl SlidingCounterParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
     pub fn new(limit: u64, window: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(limit) {
-            return Err(CoreError::InvalidParam("limit"));
-        }
-        if !ok(window) {
-            return Err(CoreError::InvalidParam("window"));
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
+        // The estimate is fresh two windows after the current one started.
+        if window > MAX_WINDOW {
+            return Err(CoreError::InvalidParam("window", MUST_FIT_WINDOW));
         }
         Ok(SlidingCounterParams { limit, window })
     }
@@ -197,7 +202,6 @@ impl SlidingCounter {
 
 impl Algorithm for SlidingCounter {
     type Params = SlidingCounterParams;
-    const KIND: Kind = Kind::SlidingCounter;
 
     fn fresh(params: &SlidingCounterParams) -> Self {
         SlidingCounter {
@@ -221,24 +225,14 @@ impl Algorithm for SlidingCounter {
     ) -> Result<Verdict, CoreError> {
         let view = self.view(params, now);
         let avail = view.free(params, 0)?;
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
+        let granted = limiter::grant(cost, avail, best_effort);
         let after = View {
             current: overflow(view.current.checked_add(granted))?,
             ..view
         };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.limit {
-            Retry::Never
-        } else {
-            Retry::After(Self::retry_after(params, &after, cost)?)
-        };
+        let retry = limiter::retry(granted, cost, params.limit, || {
+            Self::retry_after(params, &after, cost)
+        })?;
         let w = params.window;
         let reset_after = if after.current > 0 {
             w.saturating_mul(2).saturating_sub(after.elapsed)
@@ -292,11 +286,11 @@ impl Algorithm for SlidingCounter {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.limit);
-        codec::put_u64(out, self.params.window);
-        codec::put_u64(out, self.start);
-        codec::put_u64(out, self.previous);
-        codec::put_u64(out, self.current);
+        varint::put_u64(out, self.params.limit);
+        varint::put_u64(out, self.params.window);
+        varint::put_u64(out, self.start);
+        varint::put_u64(out, self.previous);
+        varint::put_u64(out, self.current);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
@@ -314,17 +308,18 @@ impl Algorithm for SlidingCounter {
             current,
         })
     }
-
-    state_access!(SlidingCounter);
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::core::param::MAX_PARAM;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
 
     use super::*;
+    use crate::core::limiter::Retry;
+    use crate::core::state::Stored;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
@@ -387,14 +382,22 @@ mod tests {
     fn sliding_counter_rejects_zero_parameters() {
         assert!(SlidingCounterParams::new(0, 1).is_err());
         assert!(SlidingCounterParams::new(1, 0).is_err());
-        assert!(SlidingCounterParams::new(MAX_PARAM, MAX_PARAM).is_ok());
+        assert!(SlidingCounterParams::new(MAX_PARAM, MAX_WINDOW).is_ok());
+        assert_eq!(
+            SlidingCounterParams::new(1, MAX_WINDOW + 1),
+            Err(CoreError::InvalidParam("window", MUST_FIT_WINDOW))
+        );
+        assert_eq!(
+            MUST_FIT_WINDOW,
+            format!("must be at most {} ms", MAX_WINDOW / 1000)
+        );
         assert!(SlidingCounterParams::new(1, MAX_PARAM + 1).is_err());
     }
 
     #[test]
     fn sliding_counter_computes_with_the_largest_parameters() {
         // Every product stays within u128 with the largest counts, costs and windows.
-        let p = SlidingCounterParams::new(MAX_PARAM, MAX_PARAM).unwrap();
+        let p = SlidingCounterParams::new(MAX_PARAM, MAX_WINDOW).unwrap();
         let mut key = Key::default();
         let v = key.take::<SlidingCounter>(&p, MAX_PARAM - 1, MAX_PARAM);
         assert_eq!((v.granted, v.remaining), (MAX_PARAM, 0));

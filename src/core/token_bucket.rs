@@ -6,12 +6,10 @@
 //! "full again" is the TAT itself. Starting full means starting with the TAT in the past.
 //!
 //! Called with other parameters, the bucket keeps its tokens (capped at the new capacity, a
-//! fraction rounded up to the new period's microsecond), not its units used: raising the
+//! fraction rounded down to the new tick, against the client), not its units used: raising the
 //! capacity of an empty bucket does not refill it.
 
 use crate::core::gcra::{Carry, Schedule, ScheduleReading, schedule_newtype};
-use crate::core::limiter::state_access;
-use crate::core::state::{AlgoState, Kind};
 
 /// RL.TOKENBUCKET's state. Its parameters are `GcraParams` with burst = capacity and
 /// rate = refill.
@@ -19,12 +17,10 @@ use crate::core::state::{AlgoState, Kind};
 pub struct TokenBucket(pub Schedule);
 
 impl ScheduleReading for TokenBucket {
-    const KIND: Kind = Kind::TokenBucket;
     const CARRY: Carry = Carry::Free;
     const NAMES: [&'static str; 3] = ["capacity", "refill", "period_ms"];
 
     schedule_newtype!(TokenBucket);
-    state_access!(TokenBucket);
 }
 
 #[cfg(test)]
@@ -36,6 +32,7 @@ mod tests {
     use crate::core::gcra::GcraParams;
     use crate::core::limiter::Retry;
     use crate::core::limiter::Verdict;
+    use crate::core::state::AlgoState;
     use crate::core::state::LimiterState;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
@@ -128,8 +125,8 @@ mod tests {
                     let qfull = u128::from(q.burst()) * u128::from(q.period());
                     let level = (level + u128::from(t - last) * u128::from(q.rate())).min(qfull);
                     // Other parameters: the same tokens, in units of the new period (rounded
-                    // up), at most the new capacity.
-                    let level = (level * per).div_ceil(u128::from(q.period())).min(full);
+                    // down, against the client), at most the new capacity.
+                    let level = (level * per / u128::from(q.period())).min(full);
                     (t, level)
                 }
             };
