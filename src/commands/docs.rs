@@ -51,7 +51,15 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
     /// Whether the shared limiter options follow.
     pub shared_options: bool,
+    /// Redis ACL categories (`write fast`, `read fast`, ...), so users granted those categories
+    /// can run the command. The module's own category [`ACL_CATEGORY`] is added where the
+    /// server supports module categories.
+    pub acl: &'static CStr,
 }
+
+/// The module's ACL category (`ACL SETUSER app +@ratelimit`), on servers with module
+/// categories (Redis 7.4+, Valkey 8+). Not `gcra` or `rate_limit`: names Redis may take itself.
+pub const ACL_CATEGORY: &CStr = c"ratelimit";
 
 /// Version the commands appeared in.
 pub const SINCE: &CStr = c"0.1.0";
@@ -102,6 +110,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             arg(c"period", ArgType::String),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.tokenbucket",
@@ -116,6 +125,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             arg(c"period", ArgType::String),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.leakybucket",
@@ -130,6 +140,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             arg(c"period", ArgType::String),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.fixed",
@@ -144,6 +155,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             opt(c"offset", ArgType::String, c"OFFSET"),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.sliding",
@@ -158,6 +170,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             opt(c"precision", ArgType::String, c"PRECISION"),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.slidingcounter",
@@ -171,6 +184,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             arg(c"window", ArgType::String),
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.all",
@@ -190,6 +204,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             },
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.streamcount",
@@ -205,6 +220,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"write",
     },
     CommandDoc {
         name: c"cl.throttle",
@@ -223,6 +239,7 @@ pub const COMMANDS: &[CommandDoc] = &[
             },
         ],
         shared_options: false,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.info",
@@ -232,6 +249,7 @@ pub const COMMANDS: &[CommandDoc] = &[
         keys: Keys::Read,
         args: &[KEY],
         shared_options: false,
+        acl: c"read fast",
     },
     CommandDoc {
         name: c"rl._restore",
@@ -245,5 +263,6 @@ pub const COMMANDS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"PXAT"),
         ],
         shared_options: false,
+        acl: c"write dangerous",
     },
 ];
