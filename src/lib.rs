@@ -23,7 +23,7 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 type ModuleAlloc = std::alloc::System;
 
 /// Load-time setup after the commands are registered: command docs, key specs and ACL
-/// categories, I/O error handling for diskless loads, and a panic hook that leaves a trace in
+/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error handling for diskless loads, and a panic hook that leaves a trace in
 /// the server log.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let fail = |e: String| {
@@ -40,6 +40,9 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         {
             return fail(e);
         }
+    }
+    if let Err(e) = ffi::resetstat::register(ctx) {
+        return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
     std::panic::set_hook(Box::new(|info| {

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Counters of one command. Only the main thread writes them.
 #[derive(Debug)]
 pub struct CommandStats {
-    /// The command as `INFO` names it.
+    /// The command as `INFO` names it: a valid Prometheus metric name (letters, digits,
+    /// underscores), as exporters take module INFO fields as they are.
     pub name: &'static str,
     /// Calls that were evaluated (errors excluded): granted + denied.
     pub calls: AtomicU64,
@@ -35,17 +36,24 @@ impl CommandStats {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Zero the counters.
+    pub fn reset(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+        self.granted.store(0, Ordering::Relaxed);
+        self.denied.store(0, Ordering::Relaxed);
+    }
 }
 
-pub static GCRA: CommandStats = CommandStats::new("rl.gcra");
-pub static TOKENBUCKET: CommandStats = CommandStats::new("rl.tokenbucket");
-pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl.leakybucket");
-pub static FIXED: CommandStats = CommandStats::new("rl.fixed");
-pub static SLIDING: CommandStats = CommandStats::new("rl.sliding");
-pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl.slidingcounter");
-pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
-pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
-pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
+pub static GCRA: CommandStats = CommandStats::new("rl_gcra");
+pub static TOKENBUCKET: CommandStats = CommandStats::new("rl_tokenbucket");
+pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl_leakybucket");
+pub static FIXED: CommandStats = CommandStats::new("rl_fixed");
+pub static SLIDING: CommandStats = CommandStats::new("rl_sliding");
+pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl_slidingcounter");
+pub static THROTTLE: CommandStats = CommandStats::new("cl_throttle");
+pub static STREAMCOUNT: CommandStats = CommandStats::new("rl_streamcount");
+pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl_all");
 
 /// Every command's counters, in INFO order.
 pub static ALL: &[&CommandStats] = &[
@@ -60,7 +68,15 @@ pub static ALL: &[&CommandStats] = &[
     &THROTTLE,
 ];
 
-/// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
+/// Zero every command's counters (`CONFIG RESETSTAT`).
+pub fn reset() {
+    for s in ALL {
+        s.reset();
+    }
+}
+
+/// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`,
+/// the command's name with `_` for `.` (`ratelimit_rl_gcra`).
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");

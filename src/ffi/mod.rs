@@ -11,4 +11,5 @@ pub mod key;
 pub mod notify;
 pub mod replicate;
 pub mod reply;
+pub mod resetstat;
 pub mod stream;
