@@ -86,7 +86,7 @@ run: deps release ## Start redis-server with redis.conf.example on 127.0.0.1:637
 	@mkdir -p run
 	@echo "==> redis-server redis.conf.example (127.0.0.1:6379, data in run/; Ctrl-C or make stop)"
 	@echo "    try: redis-cli RL.GCRA user:42 10 5 1s"
-	redis-server redis.conf.example
+	redis-server redis.conf.example --loadmodule $(SO_RELEASE)
 
 stop: ## Stop the server started by make run (only if it runs redis.conf.example)
 	@if [ "$$(redis-cli -p 6379 INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^config_file://p')" \
