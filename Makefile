@@ -25,7 +25,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix lint fmt fmt-check \
+.PHONY: help deps build release test test-unit test-integration test-matrix test-examples lint fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
@@ -41,7 +41,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9
+test: test-unit test-integration test-matrix test-examples ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -60,6 +60,9 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 a
 		RL_SERVER="$$VALKEY8" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \
 		RL_SERVER="$$VALKEY9" RL_LD_LIBRARY_PATH= $(ITEST)
+
+test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/examples.sh
 
 # Layering guard: matches on code lines only (comment lines may name what they avoid).
 NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
