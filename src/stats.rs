@@ -92,3 +92,36 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
     section.build_section()?.build_info()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prometheus_metric_names() {
+        for s in ALL {
+            let mut chars = s.name.chars();
+            let first = chars.next().expect("a name");
+            assert!(first.is_ascii_alphabetic() || first == '_', "{}", s.name);
+            assert!(
+                chars.all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{}",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn reset_zeroes_every_counter() {
+        let s = CommandStats::new("t");
+        s.record(true);
+        s.record(false);
+        s.record(false);
+        assert_eq!(s.calls.load(Ordering::Relaxed), 3);
+        assert_eq!(s.denied.load(Ordering::Relaxed), 2);
+        s.reset();
+        for c in [&s.calls, &s.granted, &s.denied] {
+            assert_eq!(c.load(Ordering::Relaxed), 0);
+        }
+    }
+}
