@@ -25,7 +25,8 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix test-examples lint fmt fmt-check \
+.PHONY: help deps build release test test-unit test-integration test-matrix test-examples fuzz lint \
+	fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
@@ -63,6 +64,13 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 a
 
 test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis if missing
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/examples.sh
+
+# Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
+FUZZ_CASES ?= 100000
+
+fuzz: deps build ## Long fuzzer run on Debian's redis-server: FUZZ_CASES (100000) vectors per command; RL_FUZZ_SEED replays a run
+	RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= RL_FUZZ_CASES=$(FUZZ_CASES) RL_MODULE=$(SO_DEBUG) \
+		$(CARGO) test --test fuzz -- --nocapture
 
 # Layering guard: matches on code lines only (comment lines may name what they avoid).
 NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'

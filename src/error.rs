@@ -5,6 +5,7 @@
 //! conversion below.
 
 use std::fmt;
+use std::fmt::Write as _;
 
 use redis_module::RedisError;
 
@@ -27,6 +28,8 @@ pub enum RlError {
     },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
+    /// A parameter out of its range: its name, and what it must be.
+    Invalid(&'static str, &'static str),
     /// A count that must be ≥ 0 (names the argument).
     NotNonNegative(&'static str),
     /// A duration that is not `<n>[ms|s|m|h|d]` with n ≥ 1 (the token, the argument).
@@ -43,8 +46,12 @@ pub enum RlError {
     Syntax(&'static str),
     /// Arguments that are each valid but do not go together (the text after `ERR `).
     Conflict(&'static str),
+    /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
+    AtAhead,
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
+    /// New parameters under which the key's current state would take too long to be fresh.
+    StateTooLong,
     /// Parameters too large to compute with.
     Overflow,
     /// An `RL._RESTORE` payload that does not decode.
@@ -79,6 +86,7 @@ impl fmt::Display for RlError {
                 held.command()
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
+            RlError::Invalid(what, must) => write!(f, "ERR {what} {must}"),
             RlError::NotNonNegative(what) => {
                 write!(f, "ERR {what} must be a non-negative integer")
             }
@@ -94,7 +102,12 @@ impl fmt::Display for RlError {
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
+            RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
+            RlError::StateTooLong => write!(
+                f,
+                "ERR parameters too large for the key's current state: it would be fresh again in more than 9223372036854775 ms"
+            ),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
@@ -111,12 +124,39 @@ impl fmt::Display for RlError {
     }
 }
 
+/// Is `b` printable ASCII (0x20–0x7E), the only bytes an error text may hold?
+pub fn is_printable(b: u8) -> bool {
+    (0x20..=0x7e).contains(&b)
+}
+
+/// Append `b` to `out` as `\xNN` (two lower-case hex digits).
+pub fn push_escaped(out: &mut String, b: u8) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "\\x{b:02x}");
+}
+
+/// `text` as printable ASCII: every byte outside 0x20–0x7E written as `\xNN`; printable text
+/// (every error this crate renders) comes back unchanged.
+pub fn printable(text: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &b in text {
+        if is_printable(b) {
+            out.push(char::from(b));
+        } else {
+            push_escaped(&mut out, b);
+        }
+    }
+    out
+}
+
 impl From<RlError> for RedisError {
+    /// The error as the crate's type, its text printable ASCII whatever it quotes (the crate's
+    /// own reply path panics on text with characters U+xx00; see `ffi::reply::error`).
     fn from(e: RlError) -> Self {
         match e {
             RlError::Arity => RedisError::WrongArity,
             RlError::WrongType => RedisError::WrongType,
-            other => RedisError::String(other.to_string()),
+            other => RedisError::String(printable(other.to_string().as_bytes())),
         }
     }
 }
@@ -128,8 +168,51 @@ impl From<CoreError> for RlError {
                 held,
                 wanted: wanted.command(),
             },
-            CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
+            CoreError::SpanTooLong => {
+                RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
+            }
+            CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Overflow => RlError::Overflow,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_only_what_is_not_printable() {
+        assert_eq!(printable(b"ERR it's a \\ b ~"), "ERR it's a \\ b ~");
+        assert_eq!(
+            printable("\u{e9}\0\r\n".as_bytes()),
+            "\\xc3\\xa9\\x00\\x0d\\x0a"
+        );
+        assert_eq!(printable(b""), "");
+    }
+
+    #[test]
+    fn every_error_reaches_the_crate_as_printable_ascii() {
+        let all = [
+            RlError::InvalidDuration("\u{1F600}".into(), "period"),
+            RlError::UnknownOption("\u{4E00}".into()),
+            RlError::InvalidTime("\u{0100}".into()),
+            RlError::Server("ERR \0bad\r\n".into()),
+            RlError::WrongKindAt {
+                key: "\u{0100}".into(),
+                held: Kind::Gcra,
+                wanted: "RL.FIXED",
+            },
+        ];
+        for e in all {
+            match RedisError::from(e.clone()) {
+                RedisError::String(s) => {
+                    assert!(s.bytes().all(is_printable), "{e:?} -> {s:?}");
+                    assert!(s.starts_with("ERR ") || s.starts_with("WRONGTYPE "), "{s}");
+                }
+                other => panic!("{e:?} -> {other:?}"),
+            }
         }
     }
 }

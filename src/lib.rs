@@ -23,11 +23,12 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 type ModuleAlloc = std::alloc::System;
 
 /// Load-time setup after the commands are registered: command docs, key specs and ACL
-/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error handling for diskless loads, and a panic hook that leaves a trace in
-/// the server log.
+/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error
+/// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
+/// runs the hook it replaces.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let fail = |e: String| {
-        ctx.log_warning(&format!("ratelimit: {e}"));
+        ffi::log::warning(&format!("ratelimit: {e}"));
         Status::Err
     };
     let module_category = match ffi::cmdinfo::add_module_acl_category(ctx) {
@@ -45,9 +46,17 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
-    std::panic::set_hook(Box::new(|info| {
-        let ctx = Context::dummy();
-        ctx.log_warning(&format!("ratelimit: panic: {info}"));
+    // A panic in a command aborts the server: leave the message and a backtrace in the server
+    // log, then run the previous hook (the default one prints to stderr, with a backtrace when
+    // RUST_BACKTRACE is set).
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ffi::log::warning(&format!("ratelimit: panic: {info}"));
+        ffi::log::warning(&format!(
+            "ratelimit: backtrace:\n{}",
+            std::backtrace::Backtrace::force_capture()
+        ));
+        previous(info);
     }));
     Status::Ok
 }
@@ -59,21 +68,22 @@ redis_module! {
     data_types: [RL_TYPE],
     init: init,
     commands: [
-        ["rl.gcra", commands::gcra::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.tokenbucket", commands::token_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.leakybucket", commands::leaky_bucket::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.fixed", commands::fixed::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.slidingcounter", commands::sliding_counter::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.all", commands::all::run, "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["rl.streamcount", commands::stream_count::run, "write deny-oom", 1, 1, 1, ""],
-        ["cl.throttle", commands::throttle::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.sliding", commands::sliding::run, "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.info", commands::info::run, "readonly fast", 1, 1, 1, ""],
-        ["rl._restore", commands::restore::run, "write deny-oom", 1, 1, 1, ""],
+        ["rl.gcra", commands::entry(commands::gcra::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.tokenbucket", commands::entry(commands::token_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.leakybucket", commands::entry(commands::leaky_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.fixed", commands::entry(commands::fixed::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.slidingcounter", commands::entry(commands::sliding_counter::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
+        ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
+        ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.sliding", commands::entry(commands::sliding::run), "write deny-oom fast", 1, 1, 1, ""],
+        ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
+        ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
     ],
     configurations: [
         i64: [
             ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+            ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -14,13 +14,12 @@ use crate::commands::leaky_bucket::LeakyBucketCommand;
 use crate::commands::sliding::SlidingCommand;
 use crate::commands::sliding_counter::SlidingCounterCommand;
 use crate::commands::token_bucket::TokenBucketCommand;
-use crate::commands::{LimiterCommand, limiter_reply, replicate_with_at};
+use crate::commands::{LimiterCommand, evaluation_time, limiter_reply, replicate_with_at};
 use crate::config;
 use crate::core::limiter::Request;
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -168,7 +167,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(redis_module::RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 

@@ -8,15 +8,24 @@ use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::Request;
 use crate::core::time::{MAX_TIME, US_PER_MS};
-use crate::error::RlError;
+use crate::error::{RlError, is_printable, push_escaped};
 
-/// Longest piece of a user's token quoted back in an error.
-const QUOTE_MAX: usize = 64;
+/// Longest piece of a user's token quoted back in an error, in bytes.
+pub const QUOTE_MAX: usize = 64;
 
-/// A token as it may be quoted in an error: lossy UTF-8, cut to a sane length.
+/// A token as it may be quoted in an error (SPEC "Error text is printable ASCII"): its first
+/// [`QUOTE_MAX`] bytes, each byte outside 0x20–0x7E and the backslash written `\xNN` (so the
+/// quoted text maps back to exactly one byte string), then `...` if it was cut.
 pub fn quote(token: &[u8]) -> String {
     let cut = token.get(..QUOTE_MAX).unwrap_or(token);
-    let mut s = String::from_utf8_lossy(cut).into_owned();
+    let mut s = String::with_capacity(cut.len().saturating_add(3));
+    for &b in cut {
+        if is_printable(b) && b != b'\\' {
+            s.push(char::from(b));
+        } else {
+            push_escaped(&mut s, b);
+        }
+    }
     if token.len() > QUOTE_MAX {
         s.push_str("...");
     }
@@ -314,6 +323,36 @@ pub fn once(seen: &mut bool, opt: &'static str) -> Result<(), RlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_tokens_are_printable_ascii() {
+        #[rustfmt::skip]
+        let cases: &[(&[u8], &str)] = &[
+            // token                    quoted
+            (b"abc",                    "abc"),
+            (b"",                       ""),
+            (b"it's",                   "it's"),
+            (b"a\\b",                   "a\\x5cb"),
+            (b"\\x00",                  "\\x5cx00"),
+            ("\u{1F600}".as_bytes(),     "\\xf0\\x9f\\x98\\x80"),
+            ("\u{0100}".as_bytes(),      "\\xc4\\x80"),
+            ("\u{4E00}".as_bytes(),      "\\xe4\\xb8\\x80"),
+            ("\u{e9}".as_bytes(),        "\\xc3\\xa9"),
+            (b"\x00\r\n\t\x7f\xff",       "\\x00\\x0d\\x0a\\x09\\x7f\\xff"),
+            (b" ~",                     " ~"),
+        ];
+        for (token, want) in cases {
+            assert_eq!(quote(token), *want, "{token:?}");
+        }
+        // Cut to 64 bytes of the token, whatever they become.
+        assert_eq!(quote(&[b'a'; 64]), "a".repeat(64));
+        assert_eq!(quote(&[b'a'; 65]), format!("{}...", "a".repeat(64)));
+        assert_eq!(quote(&[0u8; 1000]), format!("{}...", "\\x00".repeat(64)));
+        // A character cut in the middle is escaped byte by byte, never a broken char.
+        let mut t = vec![b'a'; 63];
+        t.extend_from_slice("\u{1F600}".as_bytes());
+        assert_eq!(quote(&t), format!("{}\\xf0...", "a".repeat(63)));
+    }
 
     #[test]
     fn integers_are_strict() {

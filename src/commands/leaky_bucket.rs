@@ -24,7 +24,7 @@ impl LimiterCommand for LeakyBucketCommand {
     }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        parse_schedule(items, ["capacity", "rate"])
+        parse_schedule(items, ["capacity", "rate", "capacity * period / rate"])
     }
 }
 

@@ -37,7 +37,7 @@ pub mod token_bucket;
 
 use std::ffi::CStr;
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
@@ -51,6 +51,29 @@ use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::ffi::reply;
 use crate::stats::CommandStats;
+
+/// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
+/// panic whatever their text, never by the crate's reply path (which can).
+pub fn entry(
+    run: fn(&Context, Vec<RedisString>) -> RedisResult,
+) -> impl Fn(&Context, Vec<RedisString>) -> RedisResult {
+    move |ctx, args| match run(ctx, args) {
+        Err(RedisError::String(text)) => {
+            reply::error(ctx, &text);
+            Ok(RedisValue::NoReply)
+        }
+        Err(RedisError::Str(text)) => {
+            reply::error(ctx, text);
+            Ok(RedisValue::NoReply)
+        }
+        Err(RedisError::WrongType) => {
+            reply::error(ctx, &RlError::WrongType.to_string());
+            Ok(RedisValue::NoReply)
+        }
+        // Arity goes through RedisModule_WrongArity (no text of ours); replies are our own.
+        other => other,
+    }
+}
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]
@@ -118,6 +141,25 @@ pub fn replicate_with_at(
     ffi::replicate::replicate(ctx, name, &out);
 }
 
+/// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
+/// `ratelimit.at-max-ahead` ahead of the server's clock is refused, unless the call comes from
+/// the master or the AOF (it carries the master's resolved time, which must be applied as is).
+///
+/// # Errors
+/// [`RlError::AtAhead`].
+pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlError> {
+    let Some(at) = at else {
+        return Ok(server_now());
+    };
+    let exempt = ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    match config::at_max_ahead_us() {
+        Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
+        _ => Ok(at),
+    }
+}
+
 /// Does the calling client speak RESP3?
 pub fn is_resp3(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
@@ -148,7 +190,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     let parsed = C::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);

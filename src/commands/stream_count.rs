@@ -9,11 +9,11 @@
 use redis_module::{CallOptionsBuilder, CallResult, Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::evaluation_time;
 use crate::core::Micros;
 use crate::core::stream_count::{Plan, next_id, plan, window_start_ms};
 use crate::core::time::ceil_ms;
-use crate::error::RlError;
-use crate::ffi::clock::server_now;
+use crate::error::{RlError, printable};
 use crate::ffi::stream::{Scan, ScanError, scan};
 use crate::stats;
 
@@ -83,8 +83,8 @@ fn call(ctx: &Context, cmd: &str, args: &[&[u8]]) -> Result<(), String> {
         .errors_as_replies()
         .build();
     let res: CallResult = ctx.call_ext(cmd, &opts, args);
-    res.map(|_| ())
-        .map_err(|e| e.to_utf8_string().unwrap_or_default())
+    // The server's error, as printable ASCII whatever its bytes.
+    res.map(|_| ()).map_err(|e| printable(e.as_bytes()))
 }
 
 /// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
@@ -96,7 +96,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req = StreamCountRequest::parse(&bytes)?;
     let key = args.get(1).ok_or(RlError::Arity)?;
     let key_bytes = key.as_slice();
-    let now = req.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, req.at)?;
     let from_ms = window_start_ms(now, req.window);
 
     let (total, last) = match scan(ctx, key, from_ms).map_err(scan_error)? {

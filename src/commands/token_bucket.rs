@@ -24,7 +24,7 @@ impl LimiterCommand for TokenBucketCommand {
     }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        parse_schedule(items, ["capacity", "refill"])
+        parse_schedule(items, ["capacity", "refill", "capacity * period / refill"])
     }
 }
 

@@ -32,12 +32,12 @@
 //! 1.8 bytes per entry in `MEMORY USAGE`; a key at the bound with small entries 1 ms apart, about
 //! 7 bytes per entry at worst (some 440 KB).
 
-use crate::core::CoreError;
 use crate::core::codec::{self, Reader};
 use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
 use crate::core::state::{AlgoState, Kind};
 use crate::core::time::{MAX_TIME, Micros, US_PER_MS};
+use crate::core::{CoreError, check_count, check_duration};
 
 /// The most entries one key keeps (see the module docs for what happens past it).
 pub const MAX_ENTRIES: u32 = 65_536;
@@ -66,15 +66,21 @@ impl SlidingParams {
     /// [`CoreError::InvalidParam`] when `limit` is 0 or above [`MAX_PARAM`], a duration is not a
     /// positive whole number of milliseconds up to [`MAX_PARAM`] µs, or `precision > window`.
     pub fn new(limit: u64, window: Micros, precision: Micros) -> Result<Self, CoreError> {
-        let whole_ms = |v: u64| (US_PER_MS..=MAX_PARAM).contains(&v) && v.is_multiple_of(US_PER_MS);
-        if !(1..=MAX_PARAM).contains(&limit) {
-            return Err(CoreError::InvalidParam("limit"));
+        const WHOLE_MS: &str = "must be a whole number of milliseconds";
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
+        let precision = check_duration(precision, "PRECISION")?;
+        if !window.is_multiple_of(US_PER_MS) {
+            return Err(CoreError::InvalidParam("window", WHOLE_MS));
         }
-        if !whole_ms(window) {
-            return Err(CoreError::InvalidParam("window"));
+        if !precision.is_multiple_of(US_PER_MS) {
+            return Err(CoreError::InvalidParam("PRECISION", WHOLE_MS));
         }
-        if !whole_ms(precision) || precision > window {
-            return Err(CoreError::InvalidParam("precision"));
+        if precision > window {
+            return Err(CoreError::InvalidParam(
+                "PRECISION",
+                "must not be longer than window",
+            ));
         }
         Ok(SlidingParams {
             limit,

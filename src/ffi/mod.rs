@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cmdinfo;
 pub mod datatype;
 pub mod key;
+pub mod log;
 pub mod notify;
 pub mod replicate;
 pub mod reply;

@@ -30,3 +30,21 @@ pub fn fields(
     }
     RedisValue::NoReply
 }
+
+/// Reply with the error `text` through a path that cannot panic, whatever the text: it is made
+/// printable ASCII (each other byte written `\xNN`, so no NUL, CR or LF reaches Redis) into our
+/// own NUL-terminated buffer for `RedisModule_ReplyWithError`. The crate's error replies go
+/// through a conversion that panics on characters U+xx00, so errors never take that path.
+pub fn error(ctx: &Context, text: &str) {
+    let mut buf = crate::error::printable(text.as_bytes()).into_bytes();
+    if buf.is_empty() {
+        buf.extend_from_slice(b"ERR");
+    }
+    buf.push(0);
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    if let Some(reply_with_error) = unsafe { raw::RedisModule_ReplyWithError } {
+        // SAFETY: `ctx` is the command's context; `buf` is NUL-terminated with no NUL before the
+        // end, and Redis copies it (it formats it with "-%s", so `%` in it is plain text).
+        unsafe { reply_with_error(ctx.ctx, buf.as_ptr().cast::<c_char>()) };
+    }
+}
