@@ -78,12 +78,14 @@ NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
 memcheck: deps ## Integration tests with every server under valgrind; fails on invalid access or leaks (needs valgrind)
 	scripts/memcheck.sh
 
-lint: deps ## clippy -D warnings on all targets, and the layering guard (core pure, commands safe)
+lint: deps ## clippy -D warnings on all targets, and the layering guard (core pure and without import circle, commands safe, ffi below commands)
 	$(CARGO) clippy --all-targets -- -D warnings
 	@if grep -rnE 'redis_module|\bunsafe\b' src/core | $(NOT_COMMENT); then \
 		echo "lint: src/core must stay pure: no redis_module, no unsafe"; exit 1; fi
 	@if grep -rnE '\bunsafe\b|raw::' src/commands | $(NOT_COMMENT); then \
 		echo "lint: src/commands must stay safe: no unsafe, no raw::"; exit 1; fi
+	@python3 scripts/import_graph.py >/dev/null || { python3 scripts/import_graph.py; \
+		echo "lint: src/core must import in layers (no circle), src/ffi never src/commands"; exit 1; }
 
 fmt: deps ## Format the code
 	$(CARGO) fmt

@@ -19,12 +19,12 @@ pub enum RlError {
     /// A key of a non-module type: Redis's own WRONGTYPE message.
     WrongType,
     /// A key holding another algorithm.
-    WrongKind { held: Kind, wanted: &'static str },
+    WrongKind { held: Kind, wanted: Kind },
     /// A key of RL.ALL holding another algorithm.
     WrongKindAt {
         key: String,
         held: Kind,
-        wanted: &'static str,
+        wanted: Kind,
     },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
@@ -59,7 +59,7 @@ pub enum RlError {
     /// RL.ALL: a limiter name that is no algorithm.
     UnknownLimiter(String),
     /// RL.ALL: a limiter without all its positional arguments (its name).
-    LimiterArity(&'static [u8]),
+    LimiterArity(Kind),
     /// A stream entry (its ID) whose `count` is missing or not an integer.
     BadStreamEntry(String),
     /// An error the server returned for a command run on our behalf, passed on as it is.
@@ -74,16 +74,12 @@ impl fmt::Display for RlError {
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
             ),
-            RlError::WrongKind { held, wanted } => write!(
-                f,
-                "WRONGTYPE key holds a {} limiter, not {}",
-                held.command(),
-                wanted
-            ),
+            RlError::WrongKind { held, wanted } => {
+                write!(f, "WRONGTYPE key holds a {held} limiter, not {wanted}")
+            }
             RlError::WrongKindAt { key, held, wanted } => write!(
                 f,
-                "WRONGTYPE key '{key}' holds a {} limiter, not {wanted}",
-                held.command()
+                "WRONGTYPE key '{key}' holds a {held} limiter, not {wanted}"
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
             RlError::Invalid(what, must) => write!(f, "ERR {what} {must}"),
@@ -111,10 +107,10 @@ impl fmt::Display for RlError {
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
-            RlError::LimiterArity(name) => write!(
+            RlError::LimiterArity(kind) => write!(
                 f,
                 "ERR syntax error, {} needs its positional arguments",
-                String::from_utf8_lossy(name)
+                kind.name().to_ascii_uppercase()
             ),
             RlError::BadStreamEntry(id) => {
                 write!(f, "ERR stream entry {id} has no integer 'count' field")
@@ -164,10 +160,7 @@ impl From<RlError> for RedisError {
 impl From<CoreError> for RlError {
     fn from(e: CoreError) -> Self {
         match e {
-            CoreError::WrongKind { held, wanted } => RlError::WrongKind {
-                held,
-                wanted: wanted.command(),
-            },
+            CoreError::WrongKind { held, wanted } => RlError::WrongKind { held, wanted },
             CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
             CoreError::SpanTooLong => {
                 RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
@@ -202,7 +195,7 @@ mod tests {
             RlError::WrongKindAt {
                 key: "\u{0100}".into(),
                 held: Kind::Gcra,
-                wanted: "RL.FIXED",
+                wanted: Kind::Fixed,
             },
         ];
         for e in all {

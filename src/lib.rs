@@ -7,8 +7,10 @@
 pub mod commands;
 pub mod config;
 pub mod core;
+pub mod docs;
 pub mod error;
 pub mod ffi;
+pub mod registry;
 pub mod stats;
 
 use redis_module::configuration::ConfigurationFlags;
@@ -35,7 +37,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         Ok(added) => added,
         Err(e) => return fail(e),
     };
-    for doc in commands::docs::COMMANDS {
+    for doc in commands::registry::docs() {
         if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc)
             .and_then(|()| ffi::cmdinfo::set_acl_categories(ctx, doc, module_category))
         {
@@ -61,33 +63,39 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-redis_module! {
-    name: "ratelimit",
-    version: 1,
-    allocator: (ModuleAlloc, ModuleAlloc {}),
-    data_types: [RL_TYPE],
-    init: init,
-    commands: [
-        ["rl.gcra", commands::entry(commands::gcra::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.tokenbucket", commands::entry(commands::token_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.leakybucket", commands::entry(commands::leaky_bucket::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.fixed", commands::entry(commands::fixed::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.slidingcounter", commands::entry(commands::sliding_counter::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
-        ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
-        ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.sliding", commands::entry(commands::sliding::run), "write deny-oom fast", 1, 1, 1, ""],
-        ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
-        ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
-    ],
-    configurations: [
-        i64: [
-            ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
-            ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
+/// The module, with one command per registered algorithm (`crate::registry`) and the others.
+macro_rules! module {
+    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+        redis_module! {
+            name: "ratelimit",
+            version: 1,
+            allocator: (ModuleAlloc, ModuleAlloc {}),
+            data_types: [RL_TYPE],
+            init: init,
+            commands: [
+                $([
+                    <$command as commands::LimiterCommand>::NAME,
+                    commands::entry(commands::run::<$command>),
+                    "write deny-oom fast", 1, 1, 1, ""
+                ],)*
+                ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
+                ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
+                ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
+                ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
+            ],
+            configurations: [
+                i64: [
+                    ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+                    ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
+                ],
+                string: [],
+                bool: [],
+                enum: [],
+                module_args_as_configuration: true,
+            ]
+        }
+    };
 }
+
+registry::algorithms!(module);

@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::core::Kind;
+
 /// Counters of one command. Only the main thread writes them.
 #[derive(Debug)]
 pub struct CommandStats {
@@ -45,28 +47,38 @@ impl CommandStats {
     }
 }
 
-pub static GCRA: CommandStats = CommandStats::new("rl_gcra");
-pub static TOKENBUCKET: CommandStats = CommandStats::new("rl_tokenbucket");
-pub static LEAKYBUCKET: CommandStats = CommandStats::new("rl_leakybucket");
-pub static FIXED: CommandStats = CommandStats::new("rl_fixed");
-pub static SLIDING: CommandStats = CommandStats::new("rl_sliding");
-pub static SLIDINGCOUNTER: CommandStats = CommandStats::new("rl_slidingcounter");
 pub static THROTTLE: CommandStats = CommandStats::new("cl_throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl_streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl_all");
 
-/// Every command's counters, in INFO order.
-pub static ALL: &[&CommandStats] = &[
-    &GCRA,
-    &TOKENBUCKET,
-    &LEAKYBUCKET,
-    &FIXED,
-    &SLIDING,
-    &SLIDINGCOUNTER,
-    &STREAMCOUNT,
-    &ALL_LIMITERS,
-    &THROTTLE,
-];
+macro_rules! define_stats {
+    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+        /// The counters of each algorithm's command.
+        #[allow(non_upper_case_globals)]
+        mod per_algorithm {
+            use super::CommandStats;
+            $(pub static $variant: CommandStats = CommandStats::new(concat!("rl_", $name));)*
+        }
+
+        /// The counters of algorithm `kind`'s command.
+        pub fn of(kind: Kind) -> &'static CommandStats {
+            match kind {
+                $(Kind::$variant => &per_algorithm::$variant,)*
+            }
+        }
+
+        /// Every command's counters, in INFO order: the algorithms' in registry order, then the
+        /// others.
+        pub static ALL: &[&CommandStats] = &[
+            $(&per_algorithm::$variant,)*
+            &STREAMCOUNT,
+            &ALL_LIMITERS,
+            &THROTTLE,
+        ];
+    };
+}
+
+crate::registry::algorithms!(define_stats);
 
 /// Zero every command's counters (`CONFIG RESETSTAT`).
 pub fn reset() {

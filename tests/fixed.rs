@@ -14,6 +14,9 @@ const SPEC: Spec = Spec {
     slow: &["5", "1m"],
     slow_changed: &["8", "1m"],
     info_name: "fixed",
+    info_params: &[("limit", 5), ("window_ms", 1000), ("offset_ms", 0)],
+    // 2 of 5 in the window that starts at the round second and ends 1 s later.
+    after_cost_2: [5, 3, 1000],
 };
 
 #[test]
@@ -145,10 +148,11 @@ fn fixed_key_expires_when_the_window_ends() {
     suite::check_expiry_is_reset_time(
         &SPEC,
         &[
-            (0, &["COST", "3"]),
-            (100, &[]),
-            (1150, &["COST", "2"]),
-            (1900, &[]),
+            // Windows of 1 s from the round second: the key lives to the window's end.
+            (0, &["COST", "3"], 1000),
+            (100, &[], 1000),
+            (1150, &["COST", "2"], 2000),
+            (1900, &[], 2000),
         ],
     );
 }

@@ -16,6 +16,9 @@ const SPEC: Spec = Spec {
     slow: &["10", "5", "1m"],
     slow_changed: &["20", "10", "1m"],
     info_name: "gcra",
+    info_params: &[("burst", 10), ("rate", 5), ("period_ms", 1000)],
+    // 2 of burst 10 at 200 ms each: 8 left, fresh after 400 ms.
+    after_cost_2: [10, 8, 400],
 };
 
 // The checks every limiter passes (tests/suite); GCRA's own cases follow.

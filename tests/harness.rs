@@ -156,8 +156,21 @@ fn harness_extra_args_override_defaults() {
     );
     assert!(s.version_at_least(7, 0));
     assert!(!s.version_at_least(99, 0));
-    let valkey = c.info_field("server", "valkey_version").is_some();
-    assert_eq!(s.is_valkey(), valkey);
+    // Independently of INFO: the binary's own `--version` line names the server.
+    let mut version = std::process::Command::new(server_bin());
+    version.arg("--version");
+    if let Ok(dir) = std::env::var("RL_LD_LIBRARY_PATH")
+        && !dir.is_empty()
+    {
+        version.env("LD_LIBRARY_PATH", dir);
+    }
+    let out = version.output().expect("server --version");
+    let line = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        line.starts_with("Valkey server") || line.starts_with("Redis server"),
+        "{line}"
+    );
+    assert_eq!(s.is_valkey(), line.starts_with("Valkey server"), "{line}");
 }
 
 #[test]

@@ -14,6 +14,9 @@ const SPEC: Spec = Spec {
     slow: &["5", "5", "1m"],
     slow_changed: &["8", "4", "1m"],
     info_name: "leakybucket",
+    info_params: &[("capacity", 5), ("rate", 5), ("period_ms", 1000)],
+    // 2 units in a bucket of 5 draining one every 200 ms: room for 3, empty after 400 ms.
+    after_cost_2: [5, 3, 400],
 };
 
 #[test]
@@ -97,10 +100,12 @@ fn leakybucket_key_expires_when_the_bucket_is_empty_again() {
     suite::check_expiry_is_reset_time(
         &SPEC,
         &[
-            (0, &["COST", "3"]),
-            (100, &[]),
-            (150, &["COST", "2"]),
-            (900, &[]),
+            // One unit drains every 200 ms: empty 200 ms per queued unit later.
+            (0, &["COST", "3"], 600),
+            (100, &[], 800),
+            // Room for 1 at +150 ms: denied, the expiry stays.
+            (150, &["COST", "2"], 800),
+            (900, &[], 1100),
         ],
     );
 }

@@ -19,6 +19,9 @@ const SPEC: Spec = Spec {
     slow: &["5", "1m"],
     slow_changed: &["8", "2m", "PRECISION", "1s"],
     info_name: "sliding",
+    info_params: &[("limit", 5), ("window_ms", 1000), ("precision_ms", 1)],
+    // 2 of 5 logged now, leaving the window 1 s later.
+    after_cost_2: [5, 3, 1000],
 };
 
 // The checks every limiter passes (tests/suite).
@@ -44,11 +47,13 @@ fn sliding_key_expires_when_its_newest_entry_leaves() {
     suite::check_expiry_is_reset_time(
         &SPEC,
         &[
-            (0, &[]),
-            (300, &["COST", "3"]),
-            (900, &["PEEK"]),
-            (1200, &[]),
-            (1250, &["COST", "2"]),
+            // The key lives until its newest entry leaves the 1 s window.
+            (0, &[], 1000),
+            (300, &["COST", "3"], 1300),
+            (900, &["PEEK"], 1300),
+            (1200, &[], 2200),
+            // 4 of 5 in the window at +1250 ms: denied, the expiry stays.
+            (1250, &["COST", "2"], 2200),
         ],
     );
 }

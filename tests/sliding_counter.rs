@@ -15,6 +15,9 @@ const SPEC: Spec = Spec {
     slow: &["10", "1m"],
     slow_changed: &["15", "1m"],
     info_name: "slidingcounter",
+    info_params: &[("limit", 10), ("window_ms", 1000)],
+    // 2 of 10 in the window starting now; they weigh on the next window too: fresh after 2 s.
+    after_cost_2: [10, 8, 2000],
 };
 
 #[test]
@@ -97,10 +100,11 @@ fn slidingcounter_key_expires_when_both_windows_are_over() {
     suite::check_expiry_is_reset_time(
         &SPEC,
         &[
-            (0, &["COST", "3"]),
-            (100, &[]),
-            (1150, &["COST", "2"]),
-            (1900, &[]),
+            // Counts weigh on the next window: the key lives to the end of the window after.
+            (0, &["COST", "3"], 2000),
+            (100, &[], 2000),
+            (1150, &["COST", "2"], 3000),
+            (1900, &[], 3000),
         ],
     );
 }

@@ -14,6 +14,9 @@ const SPEC: Spec = Spec {
     slow: &["5", "5", "1m"],
     slow_changed: &["8", "4", "1m"],
     info_name: "tokenbucket",
+    info_params: &[("capacity", 5), ("refill", 5), ("period_ms", 1000)],
+    // 2 of 5 tokens, one back every 200 ms: 3 left, full after 400 ms.
+    after_cost_2: [5, 3, 400],
 };
 
 #[test]
@@ -80,10 +83,12 @@ fn tokenbucket_key_expires_when_the_bucket_is_full_again() {
     suite::check_expiry_is_reset_time(
         &SPEC,
         &[
-            (0, &["COST", "3"]),
-            (100, &[]),
-            (150, &["COST", "2"]),
-            (900, &[]),
+            // One token every 200 ms: full again 200 ms per token taken after the last refill.
+            (0, &["COST", "3"], 600),
+            (100, &[], 800),
+            // 1 token left at +150 ms: denied, the expiry stays.
+            (150, &["COST", "2"], 800),
+            (900, &[], 1100),
         ],
     );
 }

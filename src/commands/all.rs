@@ -8,81 +8,16 @@
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
-use crate::commands::fixed::FixedCommand;
-use crate::commands::gcra::GcraCommand;
-use crate::commands::leaky_bucket::LeakyBucketCommand;
-use crate::commands::sliding::SlidingCommand;
-use crate::commands::sliding_counter::SlidingCounterCommand;
-use crate::commands::token_bucket::TokenBucketCommand;
-use crate::commands::{LimiterCommand, evaluation_time, limiter_reply, replicate_with_at};
+use crate::commands::registry;
+use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
 use crate::config;
-use crate::core::limiter::Request;
+use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
-
-/// How to read one limiter: its name in RL.ALL, its command, how many positional arguments it
-/// takes, its own options (each with one value), and its parser.
-struct LimiterSyntax {
-    name: &'static [u8],
-    command: &'static [u8],
-    positional: usize,
-    options: &'static [&'static [u8]],
-    parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
-}
-
-const LIMITERS: &[LimiterSyntax] = &[
-    LimiterSyntax {
-        name: b"GCRA",
-        command: b"rl.gcra",
-        positional: 3,
-        options: &[],
-        parse: spec_of::<GcraCommand>,
-    },
-    LimiterSyntax {
-        name: b"TOKENBUCKET",
-        command: b"rl.tokenbucket",
-        positional: 3,
-        options: &[],
-        parse: spec_of::<TokenBucketCommand>,
-    },
-    LimiterSyntax {
-        name: b"LEAKYBUCKET",
-        command: b"rl.leakybucket",
-        positional: 3,
-        options: &[],
-        parse: spec_of::<LeakyBucketCommand>,
-    },
-    LimiterSyntax {
-        name: b"FIXED",
-        command: b"rl.fixed",
-        positional: 2,
-        options: &[b"OFFSET"],
-        parse: spec_of::<FixedCommand>,
-    },
-    LimiterSyntax {
-        name: b"SLIDING",
-        command: b"rl.sliding",
-        positional: 2,
-        options: &[b"PRECISION"],
-        parse: spec_of::<SlidingCommand>,
-    },
-    LimiterSyntax {
-        name: b"SLIDINGCOUNTER",
-        command: b"rl.slidingcounter",
-        positional: 2,
-        options: &[],
-        parse: spec_of::<SlidingCounterCommand>,
-    },
-];
-
-/// Parse one limiter with its own command's parser.
-fn spec_of<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
-    C::parse(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
-}
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -123,23 +58,22 @@ impl<'a> AllRequest<'a> {
             let token = args
                 .next()
                 .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
-            let syntax = LIMITERS
-                .iter()
-                .find(|l| token.eq_ignore_ascii_case(l.name))
-                .ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-            let mut argv: Vec<&[u8]> = vec![syntax.command, key];
-            for _ in 0..syntax.positional {
-                argv.push(args.next().ok_or(RlError::LimiterArity(syntax.name))?);
+            let limiter =
+                registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+            let arity = RlError::LimiterArity(limiter.kind);
+            let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
+            for _ in 0..limiter.positional() {
+                argv.push(args.next().ok_or_else(|| arity.clone())?);
             }
             while let Some(opt) = args.peek() {
-                if !syntax.options.iter().any(|o| opt.eq_ignore_ascii_case(o)) {
+                if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
                     break;
                 }
                 argv.push(opt);
                 args.next();
-                argv.push(args.next().ok_or(RlError::LimiterArity(syntax.name))?);
+                argv.push(args.next().ok_or_else(|| arity.clone())?);
             }
-            specs.push((syntax.parse)(&argv)?);
+            specs.push((limiter.parse)(&argv)?);
         }
         let opts = Options::parse(&mut args, |_, _| Ok(false))?;
         Ok(AllRequest { keys, specs, opts })
@@ -189,7 +123,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             } => RlError::WrongKindAt {
                 key: parsed.keys.get(index).map(|k| quote(k)).unwrap_or_default(),
                 held,
-                wanted: wanted.command(),
+                wanted,
             },
             MultiError::Core(e) => RlError::from(e),
         })?;
@@ -218,7 +152,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             }
         }
     }
-    let d = outcome.decision;
+    let d = Decision::from(outcome.verdict);
     stats::ALL_LIMITERS.record(d.granted > 0 || req.cost == 0);
     Ok(limiter_reply(ctx, &d))
 }

@@ -1,27 +1,36 @@
 //! RL.FIXED key limit window [OFFSET d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::args::{Args, Options, duration, duration_or_zero, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::fixed_window::{Fixed, FixedParams};
+use crate::core::state::Stored;
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <Fixed as Stored>::KIND.command_c(),
+    arity: -4,
+    summary: c"Rate-limit with a fixed window counter: at most limit units per window, windows aligned to the Unix epoch shifted by OFFSET",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"limit", ArgType::Integer),
+        arg(c"window", ArgType::String),
+        opt(c"offset", ArgType::String, c"OFFSET"),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.FIXED.
 pub struct FixedCommand;
 
 impl LimiterCommand for FixedCommand {
     type Algo = Fixed;
-    const NAME: &'static str = "rl.fixed";
-    const EVENT: &'static CStr = c"rl.fixed";
-
-    fn stats() -> &'static CommandStats {
-        &stats::FIXED
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<FixedParams>, RlError> {
         let mut args = Args::new(items);
@@ -43,14 +52,6 @@ impl LimiterCommand for FixedCommand {
         let params = FixedParams::new(limit, window, offset.unwrap_or(0))?;
         Ok(Parsed { params, opts })
     }
-}
-
-/// RL.FIXED key limit window [OFFSET d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<FixedCommand>(ctx, args)
 }
 
 #[cfg(test)]

@@ -1,27 +1,36 @@
 //! RL.GCRA key burst rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::{Gcra, GcraParams};
+use crate::core::state::Stored;
 use crate::core::{CoreError, MUST_FIT_DURATION};
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <Gcra as Stored>::KIND.command_c(),
+    arity: -5,
+    summary: c"Rate-limit with the generic cell rate algorithm: burst units at once, rate units per period sustained",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"burst", ArgType::Integer),
+        arg(c"rate", ArgType::Integer),
+        arg(c"period", ArgType::String),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.GCRA.
 pub struct GcraCommand;
 
 impl LimiterCommand for GcraCommand {
     type Algo = Gcra;
-    const NAME: &'static str = "rl.gcra";
-    const EVENT: &'static CStr = c"rl.gcra";
-
-    fn stats() -> &'static CommandStats {
-        &stats::GCRA
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         parse_schedule(items, ["burst", "rate", "burst * period / rate"])
@@ -55,14 +64,6 @@ pub fn spanned(e: CoreError, span: &'static str) -> RlError {
         CoreError::SpanTooLong => RlError::Invalid(span, MUST_FIT_DURATION),
         e => e.into(),
     }
-}
-
-/// RL.GCRA key burst rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<GcraCommand>(ctx, args)
 }
 
 #[cfg(test)]

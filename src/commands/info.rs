@@ -2,11 +2,11 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::commands::{decision_fields, is_resp3};
+use crate::commands::decision_fields;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
-use crate::ffi::reply;
+use crate::ffi::reply::{self, Resp2};
 
 /// RL.INFO key
 ///
@@ -52,5 +52,9 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         RedisValue::Integer(i64::try_from(state.dedup.len()).unwrap_or(i64::MAX)),
     ));
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
-    Ok(reply::fields(ctx, is_resp3(ctx), true, fields.into_iter()))
+    Ok(reply::fields(
+        ctx,
+        Resp2::NamesAndValues,
+        fields.into_iter(),
+    ))
 }

@@ -1,37 +1,38 @@
 //! RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
 use crate::core::leaky_bucket::LeakyBucket;
+use crate::core::state::Stored;
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <LeakyBucket as Stored>::KIND.command_c(),
+    arity: -5,
+    summary: c"Rate-limit with a leaky bucket (a FIFO queue with constant outflow); a granted call's retry_after_ms is its queue delay",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"capacity", ArgType::Integer),
+        arg(c"rate", ArgType::Integer),
+        arg(c"period", ArgType::String),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.LEAKYBUCKET.
 pub struct LeakyBucketCommand;
 
 impl LimiterCommand for LeakyBucketCommand {
     type Algo = LeakyBucket;
-    const NAME: &'static str = "rl.leakybucket";
-    const EVENT: &'static CStr = c"rl.leakybucket";
-
-    fn stats() -> &'static CommandStats {
-        &stats::LEAKYBUCKET
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         parse_schedule(items, ["capacity", "rate", "capacity * period / rate"])
     }
-}
-
-/// RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<LeakyBucketCommand>(ctx, args)
 }

@@ -1,7 +1,9 @@
 //! Thin, safe glue: bytes → typed request → core → write, replicate, notify → reply.
 //!
-//! Every limiter command is a [`LimiterCommand`]: it parses its arguments and names its
-//! algorithm; [`run`] does the rest the same way for all of them.
+//! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
+//! and documents itself; [`run`] does the rest the same way for all of them. The algorithms'
+//! commands are listed once, in `crate::registry`; `registry` turns that list into RL.ALL's
+//! table, the docs and the registration.
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -23,11 +25,11 @@
 
 pub mod all;
 pub mod args;
-pub mod docs;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod registry;
 pub mod restore;
 pub mod sliding;
 pub mod sliding_counter;
@@ -42,15 +44,18 @@ use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
 use crate::core::Micros;
-use crate::core::limiter::{self, Algorithm, Decision, Verdict, Write};
+use crate::core::flow::{self, Write};
+use crate::core::limiter::{Algorithm, Decision, Verdict};
+use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
+use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
-use crate::ffi::reply;
-use crate::stats::CommandStats;
+use crate::ffi::reply::{self, Resp2};
+use crate::stats::{self, CommandStats};
 
 /// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
 /// panic whatever their text, never by the crate's reply path (which can).
@@ -83,18 +88,27 @@ pub struct Parsed<P> {
 }
 
 /// A limiter command: how it parses, which algorithm it runs, how it replies and replicates.
+///
+/// The name, event and counters default to the algorithm's own command (`rl.<name>`).
 pub trait LimiterCommand {
     /// The algorithm behind the command.
-    type Algo: Algorithm;
+    type Algo: Stored;
+
+    /// What COMMAND DOCS says of it; for an algorithm's command, also RL.ALL's syntax of the
+    /// algorithm (the required arguments after the key, then the optional ones, each with a
+    /// token and one value).
+    const DOC: CommandDoc;
 
     /// The registered (lower-case) name.
-    const NAME: &'static str;
+    const NAME: &'static str = <Self::Algo as Stored>::KIND.command();
 
     /// The name as a C string: the keyspace event a write fires, and the command replicated.
-    const EVENT: &'static CStr;
+    const EVENT: &'static CStr = <Self::Algo as Stored>::KIND.command_c();
 
     /// The command's counters.
-    fn stats() -> &'static CommandStats;
+    fn stats() -> &'static CommandStats {
+        stats::of(<Self::Algo as Stored>::KIND)
+    }
 
     /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
     ///
@@ -160,14 +174,9 @@ pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlEr
     }
 }
 
-/// Does the calling client speak RESP3?
-pub fn is_resp3(ctx: &Context) -> bool {
-    ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
-}
-
 /// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
-    reply::fields(ctx, is_resp3(ctx), false, decision_fields(d).into_iter())
+    reply::fields(ctx, Resp2::Values, decision_fields(d).into_iter())
 }
 
 /// The limiter reply's names and values, in order.
@@ -199,7 +208,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
         Holding::Limiter(state) => Some(state),
         Holding::Other => return Err(RlError::WrongType.into()),
     };
-    let outcome = limiter::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
+    let outcome = flow::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
         .map_err(RlError::from)?;
     let wrote = match outcome.write {
         Write::None => false,
@@ -215,7 +224,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
         C::replicate(ctx, &args, &parsed.opts, now);
         notify(ctx, C::EVENT, key_name);
     }
-    let d = &outcome.decision;
+    let d = Decision::from(outcome.verdict);
     C::stats().record(d.granted > 0 || req.cost == 0);
-    Ok(C::reply(ctx, d, &outcome.verdict))
+    Ok(C::reply(ctx, &d, &outcome.verdict))
 }

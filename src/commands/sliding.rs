@@ -1,26 +1,35 @@
 //! RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::args::{Args, Options, duration, once, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
+use crate::core::state::Stored;
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <SlidingLog as Stored>::KIND.command_c(),
+    arity: -4,
+    summary: c"Rate-limit with an exact sliding window log: at most limit units in any window, logged in buckets of PRECISION (default 1ms)",
+    complexity: c"O(log N) where N is the number of entries in the key's log (at most 65536); expired entries are dropped in amortized O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"limit", ArgType::Integer),
+        arg(c"window", ArgType::String),
+        opt(c"precision", ArgType::String, c"PRECISION"),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.SLIDING.
 pub struct SlidingCommand;
 
 impl LimiterCommand for SlidingCommand {
     type Algo = SlidingLog;
-    const NAME: &'static str = "rl.sliding";
-    const EVENT: &'static CStr = c"rl.sliding";
-
-    fn stats() -> &'static CommandStats {
-        &stats::SLIDING
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<SlidingParams>, RlError> {
         let mut args = Args::new(items);
@@ -47,14 +56,6 @@ impl LimiterCommand for SlidingCommand {
         let params = SlidingParams::new(limit, window, precision)?;
         Ok(Parsed { params, opts })
     }
-}
-
-/// RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<SlidingCommand>(ctx, args)
 }
 
 #[cfg(test)]

@@ -1,26 +1,34 @@
 //! RL.SLIDINGCOUNTER key limit window [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+use crate::core::state::Stored;
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <SlidingCounter as Stored>::KIND.command_c(),
+    arity: -4,
+    summary: c"Rate-limit with a sliding window counter: the previous window's count weighted by its overlap plus the current window's, at most limit",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"limit", ArgType::Integer),
+        arg(c"window", ArgType::String),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.SLIDINGCOUNTER.
 pub struct SlidingCounterCommand;
 
 impl LimiterCommand for SlidingCounterCommand {
     type Algo = SlidingCounter;
-    const NAME: &'static str = "rl.slidingcounter";
-    const EVENT: &'static CStr = c"rl.slidingcounter";
-
-    fn stats() -> &'static CommandStats {
-        &stats::SLIDINGCOUNTER
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<SlidingCounterParams>, RlError> {
         let mut args = Args::new(items);
@@ -32,14 +40,6 @@ impl LimiterCommand for SlidingCounterCommand {
         let opts = Options::parse(&mut args, |_, _| Ok(false))?;
         Ok(Parsed { params, opts })
     }
-}
-
-/// RL.SLIDINGCOUNTER key limit window [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<SlidingCounterCommand>(ctx, args)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::core::Micros;
 use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};
 use crate::core::limiter::{Decision, Retry, Verdict};
 use crate::core::time::{US_PER_MS, US_PER_SEC};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
 use crate::stats::{self, CommandStats};
 
@@ -35,8 +36,30 @@ fn cell_seconds(us: Micros) -> i64 {
     i64::try_from(ms.div_ceil(1_000)).unwrap_or(i64::MAX)
 }
 
+/// COMMAND DOCS.
+const DOC: CommandDoc = CommandDoc {
+    name: c"cl.throttle",
+    arity: -5,
+    summary: c"redis-cell compatible GCRA rate limiting",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"max_burst", ArgType::Integer),
+        arg(c"count_per_period", ArgType::Integer),
+        arg(c"period_seconds", ArgType::Integer),
+        ArgDoc {
+            optional: true,
+            ..arg(c"quantity", ArgType::Integer)
+        },
+    ],
+    shared_options: false,
+    acl: c"write fast",
+};
+
 impl LimiterCommand for ThrottleCommand {
     type Algo = Gcra;
+    const DOC: CommandDoc = DOC;
     const NAME: &'static str = "cl.throttle";
     const EVENT: &'static CStr = c"cl.throttle";
 

@@ -1,37 +1,38 @@
 //! RL.TOKENBUCKET key capacity refill period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
-use std::ffi::CStr;
-
-use redis_module::{Context, RedisResult, RedisString};
-
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
+use crate::core::state::Stored;
 use crate::core::token_bucket::TokenBucket;
+use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
-use crate::stats::{self, CommandStats};
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
+const DOC: CommandDoc = CommandDoc {
+    name: <TokenBucket as Stored>::KIND.command_c(),
+    arity: -5,
+    summary: c"Rate-limit with a token bucket of capacity tokens refilled continuously at refill per period",
+    complexity: c"O(1)",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"capacity", ArgType::Integer),
+        arg(c"refill", ArgType::Integer),
+        arg(c"period", ArgType::String),
+    ],
+    shared_options: true,
+    acl: c"write fast",
+};
 
 /// RL.TOKENBUCKET.
 pub struct TokenBucketCommand;
 
 impl LimiterCommand for TokenBucketCommand {
     type Algo = TokenBucket;
-    const NAME: &'static str = "rl.tokenbucket";
-    const EVENT: &'static CStr = c"rl.tokenbucket";
-
-    fn stats() -> &'static CommandStats {
-        &stats::TOKENBUCKET
-    }
+    const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         parse_schedule(items, ["capacity", "refill", "capacity * period / refill"])
     }
-}
-
-/// RL.TOKENBUCKET key capacity refill period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<TokenBucketCommand>(ctx, args)
 }

@@ -8,95 +8,12 @@
 //! [`CODEC_VERSION`] and keeping a decoder for the old one.
 
 use crate::core::dedup::{DedupId, DedupSet, Entry};
-use crate::core::state::{Kind, LimiterState};
+use crate::core::kind::Kind;
+use crate::core::state::{AlgoState, LimiterState};
+use crate::core::varint::{Reader, put_u64};
 
 /// Version byte of the current layout.
 pub const CODEC_VERSION: u8 = 1;
-
-/// Append `v` as an unsigned LEB128 varint.
-pub fn put_u64(out: &mut Vec<u8>, v: u64) {
-    put_u128(out, u128::from(v));
-}
-
-/// Append `v` as an unsigned LEB128 varint.
-pub fn put_u128(out: &mut Vec<u8>, mut v: u128) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-/// A cursor over an encoded payload.
-#[derive(Debug)]
-pub struct Reader<'a> {
-    input: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    /// Read from the start of `input`.
-    pub fn new(input: &'a [u8]) -> Self {
-        Reader { input }
-    }
-
-    /// One byte.
-    pub fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.input.split_first()?;
-        self.input = rest;
-        Some(b)
-    }
-
-    /// `n` raw bytes.
-    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
-        if n > self.input.len() {
-            return None;
-        }
-        let (head, rest) = self.input.split_at(n);
-        self.input = rest;
-        Some(head)
-    }
-
-    /// A varint that must fit in `bits` bits.
-    fn varint(&mut self, bits: u32) -> Option<u128> {
-        let mut v: u128 = 0;
-        let mut shift: u32 = 0;
-        loop {
-            let b = self.byte()?;
-            let part = u128::from(b & 0x7f);
-            if shift >= bits || (shift > 0 && part.checked_shl(shift)? >> shift != part) {
-                return None;
-            }
-            v |= part.checked_shl(shift)?;
-            if b & 0x80 == 0 {
-                return if bits >= 128 || v >> bits == 0 {
-                    Some(v)
-                } else {
-                    None
-                };
-            }
-            shift = shift.checked_add(7)?;
-        }
-    }
-
-    /// A varint `u64`.
-    pub fn u64(&mut self) -> Option<u64> {
-        self.varint(64).and_then(|v| u64::try_from(v).ok())
-    }
-
-    /// A varint `u128`.
-    pub fn u128(&mut self) -> Option<u128> {
-        self.varint(128)
-    }
-
-    /// Bytes not read yet.
-    pub fn remaining(&self) -> usize {
-        self.input.len()
-    }
-}
 
 /// Encode a whole limiter value.
 pub fn encode(state: &LimiterState) -> Vec<u8> {
@@ -125,7 +42,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
     }
     let kind = Kind::from_tag(r.byte()?)?;
     let last_update = r.u64()?;
-    let algo = LimiterState::decode_algo(kind, &mut r)?;
+    let algo = AlgoState::decode(kind, &mut r)?;
     let count = usize::try_from(r.u64()?).ok()?;
     // Never trust a count to size an allocation: it must fit in what is left.
     if count > r.remaining() / MIN_ENTRY_LEN {
@@ -157,12 +74,14 @@ mod tests {
     use super::*;
     use crate::core::CoreError;
     use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::flow::apply;
     use crate::core::gcra::{Carry, Gcra, GcraParams, Schedule};
     use crate::core::leaky_bucket::LeakyBucket;
-    use crate::core::limiter::{Algorithm, Decision, Request, apply};
+    use crate::core::limiter::{Algorithm, Decision, Request};
     use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
     use crate::core::state::AlgoState;
+    use crate::core::state::Stored;
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
@@ -286,9 +205,9 @@ mod tests {
 
     /// Run `req` on `s` with its own stored parameters.
     fn decide(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
-        fn go<A: Algorithm>(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
+        fn go<A: Stored>(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
             let p = A::from_state(&s.algo).unwrap().params().clone();
-            apply::<A>(Some(s), &p, req, 10).map(|o| o.decision)
+            apply::<A>(Some(s), &p, req, 10).map(|o| Decision::from(o.verdict))
         }
         match s.kind() {
             Kind::Gcra => go::<Gcra>(s, req),

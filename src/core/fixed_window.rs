@@ -17,11 +17,11 @@
 //! - Window ends past `u64::MAX` µs (beyond year 584000) saturate; the count then stays in its
 //!   window until that instant.
 
-use crate::core::codec::{self, Reader};
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{MUST_BE_POSITIVE_DURATION, check_count, check_duration};
 use crate::core::time::Micros;
-use crate::core::{CoreError, MUST_BE_POSITIVE_DURATION, check_count, check_duration};
+use crate::core::varint::{self, Reader};
 
 /// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl FixedParams {
     /// Validate the parameters; `offset` is reduced modulo `window`.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`](crate::core::gcra::MAX_PARAM).
+    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
     pub fn new(limit: u64, window: Micros, offset: Micros) -> Result<Self, CoreError> {
         let limit = check_count(limit, "limit")?;
         let window = check_duration(window, "window")?;
@@ -109,7 +109,6 @@ impl Fixed {
 
 impl Algorithm for Fixed {
     type Params = FixedParams;
-    const KIND: Kind = Kind::Fixed;
 
     fn fresh(params: &FixedParams) -> Self {
         Fixed {
@@ -134,22 +133,11 @@ impl Algorithm for Fixed {
         let used = self.used(params, end);
         let to_end = end.saturating_sub(now);
         let avail = params.limit.saturating_sub(used);
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.limit {
-            Retry::Never
-        } else {
-            // The next window is fresh, and the cost fits in a fresh window.
-            Retry::After(to_end)
-        };
-        let after = used.saturating_add(granted);
+        let granted = limiter::grant(cost, avail, best_effort);
+        // The next window is fresh, and the cost fits in a fresh window.
+        let retry = limiter::retry(granted, cost, params.limit, || Ok(to_end))?;
+        // What `commit` will count (checked here, so that `commit` cannot fail).
+        let after = used.checked_add(granted).ok_or(CoreError::Overflow)?;
         Ok(Verdict {
             granted,
             limit: params.limit,
@@ -188,11 +176,11 @@ impl Algorithm for Fixed {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.limit);
-        codec::put_u64(out, self.params.window);
-        codec::put_u64(out, self.params.offset);
-        codec::put_u64(out, self.end);
-        codec::put_u64(out, self.count);
+        varint::put_u64(out, self.params.limit);
+        varint::put_u64(out, self.params.window);
+        varint::put_u64(out, self.params.offset);
+        varint::put_u64(out, self.end);
+        varint::put_u64(out, self.count);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
@@ -208,18 +196,17 @@ impl Algorithm for Fixed {
         let count = input.u64()?;
         Some(Fixed { params, end, count })
     }
-
-    state_access!(Fixed);
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::core::gcra::MAX_PARAM;
+    use crate::core::param::MAX_PARAM;
     use proptest::prelude::*;
 
     use super::*;
     use crate::core::dedup::DedupId;
-    use crate::core::limiter::{Request, Write};
+    use crate::core::flow::Write;
+    use crate::core::limiter::{Request, Retry};
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};

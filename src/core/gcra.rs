@@ -18,15 +18,13 @@
 //! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
 //! exact on every tick grid, a raised limit still never denies more than before.
 
-use crate::core::codec::{self, Reader};
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{check_count, check_duration};
 use crate::core::time::{MAX_SPAN, Micros};
-use crate::core::{CoreError, check_count, check_duration};
+use crate::core::varint::{self, Reader};
 
-/// The largest count or duration (µs) a parameter may have: replies are signed 64-bit, and with
-/// this bound every product below fits in 128 bits.
-pub const MAX_PARAM: u64 = i64::MAX as u64;
+pub use crate::core::param::MAX_PARAM;
 
 /// Validated parameters: `burst` units at once, `rate` units per `period` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +35,7 @@ pub struct GcraParams {
 }
 
 impl GcraParams {
-    /// Validate the parameters; `what` names them in errors (`burst`/`capacity`, `rate`/`refill`).
+    /// Validate the parameters (the commands name them in their own words: `capacity`, `refill`).
     ///
     /// # Errors
     /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`];
@@ -211,13 +209,7 @@ impl Schedule {
         // Whole units that fit between `base` and `cap`: at most `burst`.
         let avail = overflow(cap.saturating_sub(base).checked_div(period))?;
         let avail = u64::try_from(avail).unwrap_or(u64::MAX);
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
+        let granted = limiter::grant(cost, avail, best_effort);
         let after = if granted > 0 {
             overflow(
                 u128::from(granted)
@@ -227,11 +219,7 @@ impl Schedule {
         } else {
             tat
         };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.burst {
-            Retry::Never
-        } else {
+        let retry = limiter::retry(granted, cost, params.burst, || {
             // Allowed once `now` reaches `after + cost·T − burst·T`.
             let need = overflow(
                 u128::from(cost)
@@ -239,8 +227,8 @@ impl Schedule {
                     .and_then(|d| after.checked_add(d)),
             )?
             .saturating_sub(window);
-            Retry::After(span_us(need.saturating_sub(now_t), rate)?)
-        };
+            span_us(need.saturating_sub(now_t), rate)
+        })?;
         Ok(Evaluation {
             verdict: Verdict {
                 granted,
@@ -283,10 +271,10 @@ impl Schedule {
 
     /// Codec: parameters then TAT.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.burst);
-        codec::put_u64(out, self.params.rate);
-        codec::put_u64(out, self.params.period);
-        codec::put_u128(out, self.tat());
+        varint::put_u64(out, self.params.burst);
+        varint::put_u64(out, self.params.rate);
+        varint::put_u64(out, self.params.period);
+        varint::put_u128(out, self.tat());
     }
 
     /// Codec: the inverse of `encode`, validating the parameters.
@@ -306,8 +294,6 @@ impl Schedule {
 /// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
 /// a type an [`Algorithm`].
 pub trait ScheduleReading: Sized + Clone {
-    /// Which algorithm this is.
-    const KIND: Kind;
     /// What survives a change of parameters.
     const CARRY: Carry;
     /// RL.INFO's names for burst, rate and period.
@@ -324,18 +310,10 @@ pub trait ScheduleReading: Sized + Clone {
     fn verdict(e: Evaluation, _cost: u64) -> Verdict {
         e.verdict
     }
-
-    /// Move out of [`AlgoState`] (see `state_access!`).
-    fn from_state(state: &AlgoState) -> Option<&Self>;
-    /// As `from_state`, mutably.
-    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
-    /// Wrap into [`AlgoState`].
-    fn into_state(self) -> AlgoState;
 }
 
 impl<T: ScheduleReading> Algorithm for T {
     type Params = GcraParams;
-    const KIND: Kind = <T as ScheduleReading>::KIND;
 
     fn fresh(params: &GcraParams) -> Self {
         T::from_schedule(Schedule::fresh(params))
@@ -386,18 +364,6 @@ impl<T: ScheduleReading> Algorithm for T {
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
         Schedule::decode(input).map(T::from_schedule)
     }
-
-    fn from_state(state: &AlgoState) -> Option<&Self> {
-        <T as ScheduleReading>::from_state(state)
-    }
-
-    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
-        <T as ScheduleReading>::from_state_mut(state)
-    }
-
-    fn into_state(self) -> AlgoState {
-        <T as ScheduleReading>::into_state(self)
-    }
 }
 
 /// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
@@ -423,18 +389,17 @@ pub(crate) use schedule_newtype;
 pub struct Gcra(pub Schedule);
 
 impl ScheduleReading for Gcra {
-    const KIND: Kind = Kind::Gcra;
     const CARRY: Carry = Carry::Backlog;
     const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
 
     schedule_newtype!(Gcra);
-    state_access!(Gcra);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::limiter::{Request, apply};
+    use crate::core::flow::apply;
+    use crate::core::limiter::{Request, Retry};
     use crate::core::state::LimiterState;
     use proptest::prelude::*;
 
@@ -514,7 +479,7 @@ mod tests {
 
     fn run(state: &mut Option<LimiterState>, p: &GcraParams, req: &Request) -> Reply {
         let out = apply::<Gcra>(state.as_mut(), p, req, 100).unwrap();
-        if let crate::core::limiter::Write::Created(s) = out.write {
+        if let crate::core::flow::Write::Created(s) = out.write {
             *state = Some(s);
         }
         Reply {
@@ -771,7 +736,7 @@ mod tests {
 
     /// Run random calls with random parameter changes against [`Exact`]: the implementation
     /// never grants a unit the exact model denies, and is stricter by less than one unit.
-    fn check_against_exact<A: Algorithm<Params = GcraParams>>(
+    fn check_against_exact<A: crate::core::state::Stored<Params = GcraParams>>(
         free: bool,
         start: u64,
         steps: &[(u64, usize, u64, bool)],
@@ -819,7 +784,7 @@ mod tests {
                 ..Request::new(cost, t)
             };
             let out = apply::<A>(s.as_mut(), p, &req, 10).unwrap();
-            if let crate::core::limiter::Write::Created(new) = out.write {
+            if let crate::core::flow::Write::Created(new) = out.write {
                 s = Some(new);
             }
             let g = out.verdict.granted;
@@ -844,7 +809,7 @@ mod tests {
                 10,
             )
             .unwrap();
-            if let crate::core::limiter::Write::Created(new) = out.write {
+            if let crate::core::flow::Write::Created(new) = out.write {
                 *s = Some(new);
             }
             out.verdict.granted

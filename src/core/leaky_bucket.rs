@@ -13,15 +13,13 @@
 //! it hands out keep the outflow at the rate.
 
 use crate::core::gcra::{Carry, Evaluation, Schedule, ScheduleReading, schedule_newtype};
-use crate::core::limiter::{Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::limiter::{Retry, Verdict};
 
 /// RL.LEAKYBUCKET's state. Its parameters are `GcraParams` with burst = capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeakyBucket(pub Schedule);
 
 impl ScheduleReading for LeakyBucket {
-    const KIND: Kind = Kind::LeakyBucket;
     const CARRY: Carry = Carry::Backlog;
     const NAMES: [&'static str; 3] = ["capacity", "rate", "period_ms"];
 
@@ -35,7 +33,6 @@ impl ScheduleReading for LeakyBucket {
     }
 
     schedule_newtype!(LeakyBucket);
-    state_access!(LeakyBucket);
 }
 
 #[cfg(test)]

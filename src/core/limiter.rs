@@ -1,42 +1,14 @@
-//! The request flow every limiter shares: per-key monotonic time, deduplication, `PEEK`,
-//! `COST 0`, `BESTEFFORT`, and when to write.
+//! What an algorithm is: the [`Algorithm`] trait, the [`Request`] it answers, its [`Verdict`],
+//! and the grant and retry rules every algorithm shares ([`grant`]).
 //!
-//! An [`Algorithm`] only answers two questions: what would this request get (`evaluate`, which
-//! never mutates), and apply a grant (`commit`). [`apply`] wraps them with the rules of SPEC.md:
-//! a denied, `PEEK` or `COST 0` call changes nothing (so nothing is written or replicated), and a
-//! call whose time is older than the key's last update is evaluated at that update's time.
+//! An algorithm only answers two questions: what would this request get (`evaluate`, which
+//! never mutates), and apply a grant (`commit`). The rules around them (per-key monotonic time,
+//! `DEDUP`, `PEEK`, when to write) are `core::flow`'s, the same for every algorithm.
 
 use crate::core::dedup::DedupId;
-
-/// The three `Algorithm` methods that move a state in and out of [`AlgoState`], for a type whose
-/// variant has the same name.
-macro_rules! state_access {
-    ($variant:ident) => {
-        fn from_state(state: &AlgoState) -> Option<&Self> {
-            match state {
-                AlgoState::$variant(s) => Some(s),
-                #[allow(unreachable_patterns)]
-                _ => None,
-            }
-        }
-
-        fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
-            match state {
-                AlgoState::$variant(s) => Some(s),
-                #[allow(unreachable_patterns)]
-                _ => None,
-            }
-        }
-
-        fn into_state(self) -> AlgoState {
-            AlgoState::$variant(self)
-        }
-    };
-}
-use crate::core::state::{AlgoState, Kind, LimiterState};
+use crate::core::error::CoreError;
 use crate::core::time::{Micros, ceil_ms};
-use crate::core::{CoreError, codec};
-pub(crate) use state_access;
+use crate::core::varint::Reader;
 
 /// One request against one limiter, with every shared option resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,9 +97,6 @@ pub trait Algorithm: Sized + Clone {
     /// Validated parameters, as given on the command line.
     type Params: Clone + PartialEq + std::fmt::Debug;
 
-    /// Which algorithm this is (names it in WRONGTYPE errors and the codec).
-    const KIND: Kind;
-
     /// The state of a limiter nobody has used yet.
     fn fresh(params: &Self::Params) -> Self;
 
@@ -148,8 +117,12 @@ pub trait Algorithm: Sized + Clone {
 
     /// Apply a grant of `granted` units at `now` under `params` (adopting `params`).
     ///
+    /// Never fails, and changes nothing before it could fail, when `evaluate` at the same `now`
+    /// under the same `params` granted at least `granted`: `evaluate` checks every computation
+    /// `commit` makes. That is what lets RL.ALL evaluate every key, then commit every key.
+    ///
     /// # Errors
-    /// [`CoreError::Overflow`] as for `evaluate`.
+    /// [`CoreError::Overflow`] only if that contract is broken.
     fn commit(&mut self, params: &Self::Params, now: Micros, granted: u64)
     -> Result<(), CoreError>;
 
@@ -174,123 +147,38 @@ pub trait Algorithm: Sized + Clone {
     ///
     /// # Errors
     /// `None` on a truncated or invalid payload.
-    fn decode(input: &mut codec::Reader<'_>) -> Option<Self>;
-
-    /// Borrow this algorithm's state out of the enum, if it is this algorithm.
-    fn from_state(state: &AlgoState) -> Option<&Self>;
-
-    /// Mutably borrow this algorithm's state out of the enum.
-    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
-
-    /// Wrap into the enum.
-    fn into_state(self) -> AlgoState;
+    fn decode(input: &mut Reader<'_>) -> Option<Self>;
 }
 
-/// What the command layer must do after [`apply`].
-#[derive(Debug)]
-pub enum Write {
-    /// Nothing changed: no write, no replication.
-    None,
-    /// The existing value was changed in place.
-    Updated,
-    /// The key was empty: store this new value.
-    Created(LimiterState),
+/// The grant rule of every algorithm: all of `cost` if it fits in the `avail` units, else with
+/// `BESTEFFORT` what is available, else nothing.
+pub fn grant(cost: u64, avail: u64, best_effort: bool) -> u64 {
+    if cost <= avail {
+        cost
+    } else if best_effort {
+        avail
+    } else {
+        0
+    }
 }
 
-/// The result of one request: the reply, the write, and the key's new absolute expiry.
-#[derive(Debug)]
-pub struct Outcome {
-    pub decision: Decision,
-    /// The exact values behind `decision` (for replies in other units, like CL.THROTTLE's).
-    pub verdict: Verdict,
-    pub write: Write,
-    /// When the key should expire (Unix µs), meaningful when `write` is not `None`.
-    pub expires_at: Micros,
-}
-
-/// Run `req` against the key's current value (`None` for an empty key) with `params`.
+/// The retry rule of every algorithm: [`Retry::Granted`] when all of `cost` was granted,
+/// [`Retry::Never`] when `cost` is above the `limit`, else after the exact wait `wait` computes
+/// (on the state after this call's grant).
 ///
 /// # Errors
-/// [`CoreError::WrongKind`] if the key holds another algorithm; [`CoreError::Overflow`].
-pub fn apply<A: Algorithm>(
-    existing: Option<&mut LimiterState>,
-    params: &A::Params,
-    req: &Request,
-    dedup_max: usize,
-) -> Result<Outcome, CoreError> {
-    match existing {
-        Some(state) => {
-            let (decision, verdict, changed, expires_at) =
-                step::<A>(state, params, req, dedup_max)?;
-            let write = if changed { Write::Updated } else { Write::None };
-            Ok(Outcome {
-                decision,
-                verdict,
-                write,
-                expires_at,
-            })
-        }
-        None => {
-            let mut state = LimiterState::new(A::fresh(params).into_state(), req.now);
-            let (decision, verdict, changed, expires_at) =
-                step::<A>(&mut state, params, req, dedup_max)?;
-            let write = if changed {
-                Write::Created(state)
-            } else {
-                Write::None
-            };
-            Ok(Outcome {
-                decision,
-                verdict,
-                write,
-                expires_at,
-            })
-        }
+/// `wait`'s.
+pub fn retry(
+    granted: u64,
+    cost: u64,
+    limit: u64,
+    wait: impl FnOnce() -> Result<Micros, CoreError>,
+) -> Result<Retry, CoreError> {
+    if granted == cost {
+        Ok(Retry::Granted)
+    } else if cost > limit {
+        Ok(Retry::Never)
+    } else {
+        wait().map(Retry::After)
     }
-}
-
-fn step<A: Algorithm>(
-    state: &mut LimiterState,
-    params: &A::Params,
-    req: &Request,
-    dedup_max: usize,
-) -> Result<(Decision, Verdict, bool, Micros), CoreError> {
-    let wrong = || CoreError::WrongKind {
-        held: state.kind(),
-        wanted: A::KIND,
-    };
-    let algo = A::from_state(&state.algo).ok_or_else(wrong)?;
-    // Time never goes backwards for one key: a clock step back grants nothing extra.
-    let now = req.now.max(state.last_update);
-
-    if let Some(id) = req.dedup
-        && let Some(granted) = state.dedup.lookup(id, now)
-    {
-        let current = Verdict {
-            granted,
-            retry: Retry::Granted,
-            ..algo.evaluate(params, now, 0, false)?
-        };
-        return Ok((Decision::from(current), current, false, 0));
-    }
-
-    let verdict = algo.evaluate(params, now, req.cost, req.best_effort)?;
-    let decision = Decision::from(verdict);
-    if req.peek || verdict.granted == 0 {
-        return Ok((decision, verdict, false, 0));
-    }
-
-    let algo = A::from_state_mut(&mut state.algo).ok_or(CoreError::Overflow)?;
-    algo.commit(params, now, verdict.granted)?;
-    let fresh_at = algo.fresh_at();
-    state.last_update = now;
-    state.dedup.forget_expired(now);
-    if let Some(id) = req.dedup {
-        state
-            .dedup
-            .remember(id, verdict.granted, A::dedup_until(params, now), dedup_max);
-    }
-    // The key lives until the limiter is fresh again, and long enough to remember its ids.
-    let expires_at = fresh_at.max(state.dedup.latest_expiry()).max(now);
-    Ok((decision, verdict, true, expires_at))
 }

@@ -1,13 +1,17 @@
 //! RL.ALL: several limiters on one request, all or nothing.
 //!
-//! Every limiter evaluates the request without changing anything; only if all of them grant it
-//! (with `BESTEFFORT`: the smallest amount all can grant) is each charged. So "10 per second and
-//! 1000 per hour" never over-charges the first limiter when the second denies, as calling the
-//! commands one after another does.
+//! Every key is evaluated without changing anything; only if all of them grant the request
+//! (with `BESTEFFORT`: the smallest amount all can grant) and every charge is evaluated is any
+//! key charged. So "10 per second and 1000 per hour" never over-charges the first limiter when
+//! the second denies, as calling the commands one after another does. The per-key rules are
+//! `core::flow`'s, the same as the single-limiter commands'.
 
-use crate::core::CoreError;
-use crate::core::limiter::{Algorithm, Decision, Request, Retry, Verdict};
-use crate::core::state::{AlgoState, Kind, LimiterState, dispatch};
+use crate::core::error::CoreError;
+use crate::core::flow;
+pub use crate::core::flow::Slot;
+use crate::core::kind::Kind;
+use crate::core::limiter::{Request, Retry, Verdict};
+use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
 use crate::core::time::Micros;
 
 /// The parameters of any one limiter: a fresh limiter of its algorithm, which carries them (so
@@ -17,86 +21,73 @@ pub struct AnyParams(AlgoState);
 
 impl AnyParams {
     /// The parameters `params` of algorithm `A`.
-    pub fn of<A: Algorithm>(params: &A::Params) -> Self {
+    pub fn of<A: Stored>(params: &A::Params) -> Self {
         AnyParams(A::fresh(params).into_state())
     }
 
     /// The algorithm.
     pub fn kind(&self) -> Kind {
-        dispatch!(&self.0, a => kind_of(a))
+        self.0.kind()
     }
 
-    /// A fresh limiter with these parameters, last updated at `now`.
-    fn fresh(&self, now: Micros) -> LimiterState {
-        LimiterState::new(self.0.clone(), now)
+    /// A fresh limiter with these parameters.
+    pub fn into_state(self) -> AlgoState {
+        self.0
     }
 
+    /// [`flow::evaluate`] on the key's value (`None`: missing).
     fn evaluate(
         &self,
-        s: &LimiterState,
+        state: Option<&LimiterState>,
         now: Micros,
         cost: u64,
-        be: bool,
+        best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        dispatch!(&self.0, spec => {
-            let a = from_state_like(spec, &s.algo).ok_or(CoreError::Overflow)?;
-            a.evaluate(spec.params(), now, cost, be)
-        })
+        dispatch!(&self.0, spec => evaluate_like(spec, state, now, cost, best_effort))
     }
 
-    /// Charge `n` units; returns when the limiter is fresh again.
-    fn commit(&self, s: &mut LimiterState, now: Micros, n: u64) -> Result<Micros, CoreError> {
-        dispatch!(&self.0, spec => {
-            let a = from_state_mut_like(spec, &mut s.algo).ok_or(CoreError::Overflow)?;
-            a.commit(spec.params(), now, n)?;
-            Ok(a.fresh_at())
-        })
-    }
-
-    fn dedup_until(&self, now: Micros) -> Micros {
-        dispatch!(&self.0, spec => dedup_until_of(spec, now))
+    /// [`flow::commit`] on the key.
+    fn commit(
+        &self,
+        slot: &mut Slot<'_>,
+        now: Micros,
+        granted: u64,
+        req: &Request,
+        dedup_max: usize,
+    ) -> Result<Micros, CoreError> {
+        dispatch!(&self.0, spec => commit_like(spec, slot, now, granted, req, dedup_max))
     }
 }
 
-fn kind_of<A: Algorithm>(_: &A) -> Kind {
-    A::KIND
+/// [`flow::evaluate`] for `spec`'s algorithm (the type is inferred from `spec`).
+fn evaluate_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    now: Micros,
+    cost: u64,
+    best_effort: bool,
+) -> Result<Verdict, CoreError> {
+    let (algo, _) = flow::read::<A>(state, now)?;
+    flow::evaluate(algo.or(Some(spec)), spec.params(), now, cost, best_effort)
 }
 
-fn dedup_until_of<A: Algorithm>(spec: &A, now: Micros) -> Micros {
-    A::dedup_until(spec.params(), now)
-}
-
-/// `state`'s algorithm if it is `spec`'s (the type is inferred from `spec`).
-fn from_state_like<'s, A: Algorithm>(_spec: &A, state: &'s AlgoState) -> Option<&'s A> {
-    A::from_state(state)
-}
-
-/// As [`from_state_like`], mutably.
-fn from_state_mut_like<'s, A: Algorithm>(_spec: &A, state: &'s mut AlgoState) -> Option<&'s mut A> {
-    A::from_state_mut(state)
-}
-
-/// One key of an RL.ALL call: its current value, or a new one to store.
-#[derive(Debug)]
-pub enum Slot<'a> {
-    Existing(&'a mut LimiterState),
-    New(Option<LimiterState>),
-}
-
-impl Slot<'_> {
-    fn state(&self) -> Option<&LimiterState> {
-        match self {
-            Slot::Existing(s) => Some(s),
-            Slot::New(s) => s.as_ref(),
-        }
-    }
+/// [`flow::commit`] for `spec`'s algorithm.
+fn commit_like<A: Stored>(
+    spec: &A,
+    slot: &mut Slot<'_>,
+    now: Micros,
+    granted: u64,
+    req: &Request,
+    dedup_max: usize,
+) -> Result<Micros, CoreError> {
+    flow::commit::<A>(slot, spec.params(), now, granted, req.dedup, dedup_max)
 }
 
 /// The result of an RL.ALL call: the combined reply, and for each key whether it was written
 /// and its new expiry.
 #[derive(Debug)]
 pub struct MultiOutcome {
-    pub decision: Decision,
+    pub verdict: Verdict,
     /// Per key, in order: `Some(expiry)` when the key was written (a `Slot::New` then holds the
     /// value to store).
     pub writes: Vec<Option<Micros>>,
@@ -121,8 +112,8 @@ impl From<CoreError> for MultiError {
 }
 
 /// Combine per-limiter verdicts into the one reply: the limit and remaining of the limiter with
-/// the fewest remaining (the first such), the largest retry (−1 if any is never) and reset.
-fn combine(granted: u64, verdicts: &[Verdict]) -> Decision {
+/// the fewest remaining (the first such), the largest retry (never if any is never) and reset.
+fn combine(granted: u64, verdicts: &[Verdict]) -> Verdict {
     let tightest = verdicts
         .iter()
         .min_by_key(|v| v.remaining)
@@ -145,13 +136,13 @@ fn combine(granted: u64, verdicts: &[Verdict]) -> Decision {
             (Retry::Granted, Retry::Granted) => Retry::Granted,
         });
     let reset_after = verdicts.iter().map(|v| v.reset_after).max().unwrap_or(0);
-    Decision::from(Verdict {
+    Verdict {
         granted,
         limit: tightest.limit,
         remaining: tightest.remaining,
         retry,
         reset_after,
-    })
+    }
 }
 
 /// One limiter's wait before the full `cost` is granted, from the verdict of evaluating it
@@ -169,16 +160,17 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
 /// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
 ///
 /// # Errors
-/// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`].
+/// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]. Nothing is changed then.
 pub fn apply_all(
     slots: &mut [Slot<'_>],
     specs: &[AnyParams],
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
-    // Missing keys evaluate as fresh limiters; every key keeps its own monotonic clock.
-    let mut fresh: Vec<Option<LimiterState>> = Vec::with_capacity(slots.len());
-    let mut nows: Vec<Micros> = Vec::with_capacity(slots.len());
+    let n = slots.len().min(specs.len());
+    let unchanged = || vec![None; slots.len()];
+    // Every key: its algorithm, and its own monotonic clock.
+    let mut nows: Vec<Micros> = Vec::with_capacity(n);
     for (index, (slot, spec)) in slots.iter().zip(specs).enumerate() {
         match slot.state() {
             Some(s) if s.kind() != spec.kind() => {
@@ -188,44 +180,25 @@ pub fn apply_all(
                     wanted: spec.kind(),
                 });
             }
-            Some(s) => {
-                nows.push(req.now.max(s.last_update));
-                fresh.push(None);
-            }
-            None => {
-                nows.push(req.now);
-                fresh.push(Some(spec.fresh(req.now)));
-            }
+            Some(s) => nows.push(req.now.max(s.last_update)),
+            None => nows.push(req.now),
         }
     }
-    let view = |i: usize| -> Result<&LimiterState, CoreError> {
-        slots
-            .get(i)
-            .and_then(Slot::state)
-            .or_else(|| fresh.get(i).and_then(Option::as_ref))
-            .ok_or(CoreError::Overflow)
-    };
+    let keys = || slots.iter().zip(specs).zip(&nows);
     let each = |cost: u64, best_effort: bool| -> Result<Vec<Verdict>, CoreError> {
-        (0..specs.len())
-            .map(|i| {
-                let (spec, now) = specs.get(i).zip(nows.get(i)).ok_or(CoreError::Overflow)?;
-                spec.evaluate(view(i)?, *now, cost, best_effort)
-            })
+        keys()
+            .map(|((slot, spec), now)| spec.evaluate(slot.state(), *now, cost, best_effort))
             .collect()
     };
 
     // A remembered id on any key: the retry is not charged.
-    if let Some(id) = req.dedup {
-        let hit = (0..slots.len()).find_map(|i| {
-            let now = *nows.get(i)?;
-            view(i).ok()?.dedup.lookup(id, now)
+    if let Some(granted) =
+        keys().find_map(|((slot, _), now)| flow::remembered(slot.state(), req.dedup, *now))
+    {
+        return Ok(MultiOutcome {
+            verdict: combine(granted, &each(0, false)?),
+            writes: unchanged(),
         });
-        if let Some(granted) = hit {
-            return Ok(MultiOutcome {
-                decision: combine(granted, &each(0, false)?),
-                writes: vec![None; slots.len()],
-            });
-        }
     }
 
     let first = each(req.cost, req.best_effort)?;
@@ -250,53 +223,48 @@ pub fn apply_all(
             })
             .collect();
         return Ok(MultiOutcome {
-            decision: combine(0, &verdicts),
-            writes: vec![None; slots.len()],
+            verdict: combine(0, &verdicts),
+            writes: unchanged(),
         });
     }
+    // Every key can be charged `amount` (evaluated before any key changes).
+    for (((slot, spec), now), v) in keys().zip(&first) {
+        let charge = if v.granted == amount {
+            *v
+        } else {
+            spec.evaluate(slot.state(), *now, amount, false)?
+        };
+        if charge.granted != amount {
+            return Err(CoreError::Overflow.into());
+        }
+    }
 
-    // Charge every limiter (a copy when peeking), then read each state after the charge.
-    let mut verdicts = Vec::with_capacity(slots.len());
-    let mut writes = Vec::with_capacity(slots.len());
-    for (i, ((slot, spec), fresh)) in slots.iter_mut().zip(specs).zip(fresh).enumerate() {
-        let now = nows.get(i).copied().unwrap_or(req.now);
-        let mut scratch;
-        let state: &mut LimiterState = match (req.peek, slot, fresh) {
-            (true, Slot::Existing(s), _) => {
-                scratch = (**s).clone();
-                &mut scratch
-            }
-            (true, Slot::New(_), Some(f)) => {
-                scratch = f;
-                &mut scratch
-            }
-            (false, Slot::Existing(s), _) => s,
-            (false, Slot::New(s), Some(f)) => s.insert(f),
-            (_, Slot::New(_), None) => return Err(CoreError::Overflow.into()),
+    // Charge every key (a copy when peeking), then read each state after the charge.
+    let mut verdicts = Vec::with_capacity(n);
+    let mut writes = Vec::with_capacity(n);
+    for ((slot, spec), (now, v)) in slots.iter_mut().zip(specs).zip(nows.iter().zip(&first)) {
+        let now = *now;
+        let mut copy;
+        let target: &mut Slot<'_> = if req.peek {
+            copy = Slot::New(slot.state().cloned());
+            &mut copy
+        } else {
+            slot
         };
-        let fresh_at = spec.commit(state, now, amount)?;
-        let after = spec.evaluate(state, now, 0, false)?;
-        let retry = match first.get(i) {
+        let expires_at = spec.commit(target, now, amount, req, dedup_max)?;
+        let after = target.state();
+        let current = spec.evaluate(after, now, 0, false)?;
+        let retry = if amount == req.cost {
             // Granted in full: 0, or a leaky bucket's queue delay.
-            Some(v) if amount == req.cost => v.retry,
-            _ => retry_for_full_cost(&spec.evaluate(state, now, req.cost, false)?, req.cost),
+            v.retry
+        } else {
+            retry_for_full_cost(&spec.evaluate(after, now, req.cost, false)?, req.cost)
         };
-        verdicts.push(Verdict { retry, ..after });
-        if req.peek {
-            writes.push(None);
-            continue;
-        }
-        state.last_update = now;
-        state.dedup.forget_expired(now);
-        if let Some(id) = req.dedup {
-            state
-                .dedup
-                .remember(id, amount, spec.dedup_until(now), dedup_max);
-        }
-        writes.push(Some(fresh_at.max(state.dedup.latest_expiry()).max(now)));
+        verdicts.push(Verdict { retry, ..current });
+        writes.push((!req.peek).then_some(expires_at));
     }
     Ok(MultiOutcome {
-        decision: combine(amount, &verdicts),
+        verdict: combine(amount, &verdicts),
         writes,
     })
 }
@@ -305,10 +273,11 @@ pub fn apply_all(
 mod tests {
     use super::*;
     use crate::core::fixed_window::{Fixed, FixedParams};
-    use crate::core::gcra::MAX_PARAM;
+    use crate::core::flow::{Write, apply};
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::leaky_bucket::LeakyBucket;
-    use crate::core::limiter::{Write, apply};
+    use crate::core::limiter::Decision;
+    use crate::core::param::MAX_PARAM;
     use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
     use crate::core::time::MAX_TIME;
@@ -323,11 +292,11 @@ mod tests {
 
     /// One call with the single-limiter command of `spec`: the units it granted.
     fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
-        fn go<A: Algorithm>(
+        fn go<A: Stored>(
             s: &mut Option<LimiterState>,
             spec: &A,
             req: &Request,
-        ) -> crate::core::limiter::Outcome {
+        ) -> crate::core::flow::Outcome {
             apply::<A>(s.as_mut(), spec.params(), req, 10).unwrap()
         }
         let out = dispatch!(&spec.0, a => go(s, a, req));
@@ -420,7 +389,7 @@ mod tests {
                 *s = new;
             }
         }
-        out.decision
+        Decision::from(out.verdict)
     }
 
     #[test]
@@ -593,7 +562,7 @@ mod tests {
                 if let Slot::New(Some(created)) = slot {
                     state = Some(created);
                 }
-                let d = out.decision;
+                let d = Decision::from(out.verdict);
                 prop_assert!(d.retry_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
                 prop_assert!(d.reset_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
                 if let Some(Some(at)) = out.writes.first() {

@@ -29,11 +29,11 @@
 //! A DEDUP id is remembered for one window. Changing the limit keeps the counts; a new window
 //! length starts fresh.
 
-use crate::core::codec::{self, Reader};
-use crate::core::limiter::{Algorithm, Retry, Verdict, state_access};
-use crate::core::state::{AlgoState, Kind};
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{check_count, check_duration};
 use crate::core::time::{MAX_SPAN, Micros};
-use crate::core::{CoreError, check_count, check_duration};
+use crate::core::varint::{self, Reader};
 
 /// The longest window: `reset_after` and the key's expiry reach two windows ahead, which must
 /// fit in [`MAX_SPAN`].
@@ -53,7 +53,7 @@ impl SlidingCounterParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::gcra::MAX_PARAM).
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
     pub fn new(limit: u64, window: Micros) -> Result<Self, CoreError> {
         let limit = check_count(limit, "limit")?;
         let window = check_duration(window, "window")?;
@@ -202,7 +202,6 @@ impl SlidingCounter {
 
 impl Algorithm for SlidingCounter {
     type Params = SlidingCounterParams;
-    const KIND: Kind = Kind::SlidingCounter;
 
     fn fresh(params: &SlidingCounterParams) -> Self {
         SlidingCounter {
@@ -226,24 +225,14 @@ impl Algorithm for SlidingCounter {
     ) -> Result<Verdict, CoreError> {
         let view = self.view(params, now);
         let avail = view.free(params, 0)?;
-        let granted = if cost <= avail {
-            cost
-        } else if best_effort {
-            avail
-        } else {
-            0
-        };
+        let granted = limiter::grant(cost, avail, best_effort);
         let after = View {
             current: overflow(view.current.checked_add(granted))?,
             ..view
         };
-        let retry = if granted == cost {
-            Retry::Granted
-        } else if cost > params.limit {
-            Retry::Never
-        } else {
-            Retry::After(Self::retry_after(params, &after, cost)?)
-        };
+        let retry = limiter::retry(granted, cost, params.limit, || {
+            Self::retry_after(params, &after, cost)
+        })?;
         let w = params.window;
         let reset_after = if after.current > 0 {
             w.saturating_mul(2).saturating_sub(after.elapsed)
@@ -297,11 +286,11 @@ impl Algorithm for SlidingCounter {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::put_u64(out, self.params.limit);
-        codec::put_u64(out, self.params.window);
-        codec::put_u64(out, self.start);
-        codec::put_u64(out, self.previous);
-        codec::put_u64(out, self.current);
+        varint::put_u64(out, self.params.limit);
+        varint::put_u64(out, self.params.window);
+        varint::put_u64(out, self.start);
+        varint::put_u64(out, self.previous);
+        varint::put_u64(out, self.current);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
@@ -319,18 +308,18 @@ impl Algorithm for SlidingCounter {
             current,
         })
     }
-
-    state_access!(SlidingCounter);
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::core::gcra::MAX_PARAM;
+    use crate::core::param::MAX_PARAM;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
 
     use super::*;
+    use crate::core::limiter::Retry;
+    use crate::core::state::Stored;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};

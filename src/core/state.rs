@@ -1,98 +1,99 @@
 //! The value stored in a limiter key: one algorithm's state, the key's last update time, and its
-//! remembered `DEDUP` ids.
-//!
-//! Adding an algorithm means one variant in [`Kind`] and [`AlgoState`] and one arm in each
-//! dispatch below; the rest of the flow is generic over [`Algorithm`].
+//! remembered `DEDUP` ids. [`AlgoState`], its dispatch and the [`Stored`] link between an
+//! algorithm and its variant are generated from the registry (`crate::registry`).
 
 use crate::core::dedup::DedupSet;
-use crate::core::fixed_window::Fixed;
-use crate::core::gcra::Gcra;
-use crate::core::leaky_bucket::LeakyBucket;
+use crate::core::error::CoreError;
+use crate::core::kind::Kind;
 use crate::core::limiter::{Algorithm, Decision};
-use crate::core::sliding_counter::SlidingCounter;
-use crate::core::sliding_log::SlidingLog;
 use crate::core::time::Micros;
-use crate::core::token_bucket::TokenBucket;
-use crate::core::{CoreError, codec};
+use crate::core::varint::Reader;
 
-/// The algorithms, as named by their commands. The discriminant is the codec's tag byte: never
-/// renumber.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    Gcra = 1,
-    TokenBucket = 2,
-    LeakyBucket = 3,
-    Fixed = 4,
-    Sliding = 5,
-    SlidingCounter = 6,
+/// An algorithm as stored in a key: its [`Kind`] and its variant of [`AlgoState`]. Implemented
+/// by the registry for every registered algorithm.
+pub trait Stored: Algorithm {
+    /// Which algorithm this is (names it in WRONGTYPE errors and the codec).
+    const KIND: Kind;
+
+    /// Borrow this algorithm's state out of the enum, if it is this algorithm.
+    fn from_state(state: &AlgoState) -> Option<&Self>;
+
+    /// Mutably borrow this algorithm's state out of the enum.
+    fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self>;
+
+    /// Wrap into the enum.
+    fn into_state(self) -> AlgoState;
 }
 
-impl Kind {
-    /// The command that owns this algorithm, as users type it (`RL.GCRA`).
-    pub fn command(self) -> &'static str {
-        match self {
-            Kind::Gcra => "RL.GCRA",
-            Kind::TokenBucket => "RL.TOKENBUCKET",
-            Kind::LeakyBucket => "RL.LEAKYBUCKET",
-            Kind::Fixed => "RL.FIXED",
-            Kind::SlidingCounter => "RL.SLIDINGCOUNTER",
-            Kind::Sliding => "RL.SLIDING",
+macro_rules! define_state {
+    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+        /// One algorithm's state.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum AlgoState {
+            $($variant($state),)*
         }
-    }
 
-    /// The algorithm's name in RL.INFO and RL.ALL (`gcra`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Gcra => "gcra",
-            Kind::TokenBucket => "tokenbucket",
-            Kind::LeakyBucket => "leakybucket",
-            Kind::Fixed => "fixed",
-            Kind::SlidingCounter => "slidingcounter",
-            Kind::Sliding => "sliding",
-        }
-    }
+        $(
+            impl Stored for $state {
+                const KIND: Kind = Kind::$variant;
 
-    /// The kind with codec tag `tag`.
-    pub fn from_tag(tag: u8) -> Option<Kind> {
-        [
-            Kind::Gcra,
-            Kind::TokenBucket,
-            Kind::LeakyBucket,
-            Kind::Fixed,
-            Kind::SlidingCounter,
-            Kind::Sliding,
-        ]
-        .into_iter()
-        .find(|k| *k as u8 == tag)
-    }
-}
+                fn from_state(state: &AlgoState) -> Option<&Self> {
+                    match state {
+                        AlgoState::$variant(s) => Some(s),
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
 
-/// One algorithm's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AlgoState {
-    Gcra(Gcra),
-    TokenBucket(TokenBucket),
-    LeakyBucket(LeakyBucket),
-    Fixed(Fixed),
-    SlidingCounter(SlidingCounter),
-    Sliding(SlidingLog),
-}
+                fn from_state_mut(state: &mut AlgoState) -> Option<&mut Self> {
+                    match state {
+                        AlgoState::$variant(s) => Some(s),
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
 
-/// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
-macro_rules! dispatch {
-    ($state:expr, $a:ident => $body:expr) => {
-        match $state {
-            AlgoState::Gcra($a) => $body,
-            AlgoState::TokenBucket($a) => $body,
-            AlgoState::LeakyBucket($a) => $body,
-            AlgoState::Fixed($a) => $body,
-            AlgoState::SlidingCounter($a) => $body,
-            AlgoState::Sliding($a) => $body,
+                fn into_state(self) -> AlgoState {
+                    AlgoState::$variant(self)
+                }
+            }
+        )*
+
+        impl AlgoState {
+            /// Which algorithm this is.
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(AlgoState::$variant(_) => Kind::$variant,)*
+                }
+            }
+
+            /// Decode the algorithm's part of the codec for `kind`.
+            pub(crate) fn decode(kind: Kind, input: &mut Reader<'_>) -> Option<AlgoState> {
+                match kind {
+                    $(Kind::$variant => <$state as Algorithm>::decode(input).map(AlgoState::$variant),)*
+                }
+            }
         }
     };
 }
 
+crate::registry::algorithms!(define_state);
+
+macro_rules! dispatch_rows {
+    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal, $ty:ty, $command:ty;)*) => {
+        match $state {
+            $($crate::core::state::AlgoState::$variant($a) => $body,)*
+        }
+    };
+}
+pub(crate) use dispatch_rows;
+
+/// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
+macro_rules! dispatch {
+    ($state:expr, $a:ident => $body:expr) => {
+        crate::registry::algorithms!(crate::core::state::dispatch_rows, $state, $a => $body)
+    };
+}
 pub(crate) use dispatch;
 
 /// The whole value of a limiter key.
@@ -116,14 +117,7 @@ impl LimiterState {
 
     /// Which algorithm the key holds.
     pub fn kind(&self) -> Kind {
-        match &self.algo {
-            AlgoState::Gcra(_) => Kind::Gcra,
-            AlgoState::TokenBucket(_) => Kind::TokenBucket,
-            AlgoState::LeakyBucket(_) => Kind::LeakyBucket,
-            AlgoState::Fixed(_) => Kind::Fixed,
-            AlgoState::SlidingCounter(_) => Kind::SlidingCounter,
-            AlgoState::Sliding(_) => Kind::Sliding,
-        }
+        self.algo.kind()
     }
 
     /// The stored parameters, by name, for RL.INFO.
@@ -157,45 +151,8 @@ impl LimiterState {
     pub(crate) fn encode_algo(&self, out: &mut Vec<u8>) {
         dispatch!(&self.algo, a => a.encode(out))
     }
-
-    /// Decode the algorithm's part for `kind`.
-    pub(crate) fn decode_algo(kind: Kind, input: &mut codec::Reader<'_>) -> Option<AlgoState> {
-        match kind {
-            Kind::Gcra => Gcra::decode(input).map(AlgoState::Gcra),
-            Kind::TokenBucket => TokenBucket::decode(input).map(AlgoState::TokenBucket),
-            Kind::LeakyBucket => LeakyBucket::decode(input).map(AlgoState::LeakyBucket),
-            Kind::Fixed => Fixed::decode(input).map(AlgoState::Fixed),
-            Kind::SlidingCounter => SlidingCounter::decode(input).map(AlgoState::SlidingCounter),
-            Kind::Sliding => SlidingLog::decode(input).map(AlgoState::Sliding),
-        }
-    }
 }
 
 fn describe_of<A: Algorithm>(a: &A) -> Vec<(&'static str, u64)> {
     A::describe(a.params())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kind_tags_round_trip_and_never_move() {
-        #[rustfmt::skip]
-        let kinds = [
-            // kind                 tag  command               name
-            (Kind::Gcra,            1,   "RL.GCRA",            "gcra"),
-            (Kind::TokenBucket,     2,   "RL.TOKENBUCKET",     "tokenbucket"),
-            (Kind::LeakyBucket,     3,   "RL.LEAKYBUCKET",     "leakybucket"),
-            (Kind::Fixed,           4,   "RL.FIXED",           "fixed"),
-            (Kind::SlidingCounter,  6,   "RL.SLIDINGCOUNTER",  "slidingcounter"),
-        ];
-        for (kind, tag, command, name) in kinds {
-            assert_eq!(kind as u8, tag);
-            assert_eq!(Kind::from_tag(tag), Some(kind));
-            assert_eq!((kind.command(), kind.name()), (command, name));
-        }
-        assert_eq!(Kind::from_tag(0), None);
-        assert_eq!(Kind::from_tag(7), None);
-    }
 }

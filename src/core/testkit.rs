@@ -9,8 +9,10 @@
 use proptest::prelude::*;
 
 use crate::core::codec;
-use crate::core::limiter::{Algorithm, Outcome, Request, Retry, Verdict, Write, apply};
+use crate::core::flow::{Outcome, Write, apply};
+use crate::core::limiter::{Request, Retry, Verdict};
 use crate::core::state::LimiterState;
+use crate::core::state::Stored;
 use crate::core::time::Micros;
 
 /// A realistic start time: 2023-11-14T22:13:20Z.
@@ -27,7 +29,7 @@ pub struct Key {
 
 impl Key {
     /// Run `req` with `params`, storing a created value.
-    pub fn call<A: Algorithm>(&mut self, params: &A::Params, req: &Request) -> Outcome {
+    pub fn call<A: Stored>(&mut self, params: &A::Params, req: &Request) -> Outcome {
         let out = apply::<A>(self.state.as_mut(), params, req, 1000).expect("apply");
         if let Write::Created(s) = &out.write {
             self.state = Some(s.clone());
@@ -36,12 +38,12 @@ impl Key {
     }
 
     /// A plain request of `cost` at `now`; the exact verdict.
-    pub fn take<A: Algorithm>(&mut self, params: &A::Params, now: Micros, cost: u64) -> Verdict {
+    pub fn take<A: Stored>(&mut self, params: &A::Params, now: Micros, cost: u64) -> Verdict {
         self.call::<A>(params, &Request::new(cost, now)).verdict
     }
 
     /// What `cost` at `now` would get, changing nothing.
-    pub fn peek<A: Algorithm>(&self, params: &A::Params, now: Micros, cost: u64) -> Verdict {
+    pub fn peek<A: Stored>(&self, params: &A::Params, now: Micros, cost: u64) -> Verdict {
         let mut probe = self.clone();
         let req = Request {
             peek: true,
@@ -53,7 +55,7 @@ impl Key {
     }
 
     /// The parameters the key was last written with.
-    pub fn params<A: Algorithm>(&self) -> Option<A::Params> {
+    pub fn params<A: Stored>(&self) -> Option<A::Params> {
         let s = self.state.as_ref()?;
         A::from_state(&s.algo).map(|a| a.params().clone())
     }
@@ -69,7 +71,7 @@ impl Key {
 pub type Row = (u64, u64, bool, u64, u64, i64, u64);
 
 /// Run `rows` in order on one fresh key with `params`, whose limit is `limit`.
-pub fn run_table<A: Algorithm>(params: &A::Params, limit: u64, rows: &[Row]) {
+pub fn run_table<A: Stored>(params: &A::Params, limit: u64, rows: &[Row]) {
     let mut key = Key::default();
     for (i, &(t, cost, best_effort, granted, remaining, retry, reset_after)) in
         rows.iter().enumerate()
@@ -171,7 +173,7 @@ pub struct Event {
 ///   `now + retry` and granted at it; `Never` exactly when the cost is above the limit.
 ///
 /// Returns the history, for the algorithm's own invariants (units per window).
-pub fn check_against_model<A: Algorithm, M: Model<Params = A::Params>>(
+pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
     model: &mut M,
     params: &[A::Params],
     start: Micros,
@@ -247,7 +249,7 @@ pub fn check_against_model<A: Algorithm, M: Model<Params = A::Params>>(
 
 /// A forward jump of a century from `start` (and to the end of time) after `steps`: no panic,
 /// no overflow, and the limiter is fresh again.
-pub fn check_century_jump<A: Algorithm>(params: &A::Params, start: Micros, steps: &[Step]) {
+pub fn check_century_jump<A: Stored>(params: &A::Params, start: Micros, steps: &[Step]) {
     let mut key = Key::default();
     let mut now = start;
     for s in steps {
@@ -265,7 +267,7 @@ pub fn check_century_jump<A: Algorithm>(params: &A::Params, start: Micros, steps
 
 /// After every call of `steps` (parameters drawn from `params`), the key's value decodes from its
 /// encoding to itself.
-pub fn check_codec_round_trip<A: Algorithm>(params: &[A::Params], steps: &[Step]) {
+pub fn check_codec_round_trip<A: Stored>(params: &[A::Params], steps: &[Step]) {
     let mut key = Key::default();
     let mut now = T0;
     for s in steps {
@@ -279,7 +281,7 @@ pub fn check_codec_round_trip<A: Algorithm>(params: &[A::Params], steps: &[Step]
 
 /// Replaying a history with the clock stepped back gives the same grants as replaying it with
 /// those calls made at the key's last update instead: a step back grants nothing extra.
-pub fn check_clock_step_back<A: Algorithm>(params: &A::Params, start: Micros, steps: &[Step]) {
+pub fn check_clock_step_back<A: Stored>(params: &A::Params, start: Micros, steps: &[Step]) {
     let mut stepped = Key::default();
     let mut clamped = Key::default();
     let mut now = start;

@@ -10,8 +10,6 @@
 //! capacity of an empty bucket does not refill it.
 
 use crate::core::gcra::{Carry, Schedule, ScheduleReading, schedule_newtype};
-use crate::core::limiter::state_access;
-use crate::core::state::{AlgoState, Kind};
 
 /// RL.TOKENBUCKET's state. Its parameters are `GcraParams` with burst = capacity and
 /// rate = refill.
@@ -19,12 +17,10 @@ use crate::core::state::{AlgoState, Kind};
 pub struct TokenBucket(pub Schedule);
 
 impl ScheduleReading for TokenBucket {
-    const KIND: Kind = Kind::TokenBucket;
     const CARRY: Carry = Carry::Free;
     const NAMES: [&'static str; 3] = ["capacity", "refill", "period_ms"];
 
     schedule_newtype!(TokenBucket);
-    state_access!(TokenBucket);
 }
 
 #[cfg(test)]
@@ -36,6 +32,7 @@ mod tests {
     use crate::core::gcra::GcraParams;
     use crate::core::limiter::Retry;
     use crate::core::limiter::Verdict;
+    use crate::core::state::AlgoState;
     use crate::core::state::LimiterState;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;

@@ -1,4 +1,4 @@
-//! Hands `commands::docs` to the server with `RedisModule_SetCommandInfo`, which gives Redis 7.0+
+//! Hands `crate::docs` to the server with `RedisModule_SetCommandInfo`, which gives Redis 7.0+
 //! exact arity, key specs (so cluster routing and `COMMAND GETKEYS` work) and `COMMAND DOCS`.
 //!
 //! The legacy command table of `redis_module!` registers the commands (the `#[command]` macro
@@ -12,9 +12,7 @@ use std::os::raw::c_int;
 use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags, get_redis_key_spec};
 use redis_module::{Context, raw};
 
-use crate::commands::docs::{
-    ACL_CATEGORY, ArgDoc, ArgType, CommandDoc, Keys, SHARED_OPTIONS, SINCE,
-};
+use crate::docs::{ACL_CATEGORY, ArgDoc, ArgType, CommandDoc, Keys, SHARED_OPTIONS, SINCE};
 
 fn arg_type(kind: ArgType) -> raw::RedisModuleCommandArgType {
     match kind {

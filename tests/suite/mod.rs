@@ -73,7 +73,7 @@ macro_rules! shared_checks {
 pub struct Spec {
     /// The command as users type it (`RL.FIXED`); WRONGTYPE errors name it so.
     pub command: &'static str,
-    /// Positional parameters of a small limiter (a limit of about 5, periods of about a
+    /// Positional parameters of a small limiter (a limit of about 5, a period or window of one
     /// second), after the key.
     pub params: &'static [&'static str],
     /// Other parameters of the same algorithm: calling with them changes the limiter's
@@ -85,6 +85,11 @@ pub struct Spec {
     pub slow_changed: &'static [&'static str],
     /// The name RL.INFO gives the algorithm.
     pub info_name: &'static str,
+    /// RL.INFO's parameter names and values for `params`.
+    pub info_params: &'static [(&'static str, i64)],
+    /// `limit`, `remaining` and `reset_after_ms` of a fresh key with `params` right after a
+    /// call of `COST 2` at a round second (worked out by hand from the parameters).
+    pub after_cost_2: [i64; 3],
 }
 
 /// The command with `params` for `key`, then `extra` and, if given, `AT at`.
@@ -264,26 +269,30 @@ pub fn check_dedup(spec: &Spec) {
     let replica = Server::replica_of(&master);
     let mut c = master.conn();
     let t = base_ms();
+    let [limit, remaining, reset] = spec.after_cost_2;
     let first = call(&mut c, spec, "k", &["COST", "2", "DEDUP", "req-1"], t);
-    assert_eq!(first[0], 2);
+    assert_eq!(first, [2, limit, remaining, 0, reset]);
     let before = digest(&mut c, "k");
     let expiry = c.int(&["PEXPIRETIME", "k"]);
+    // The key lives until the limiter is fresh and the id forgotten: every `params` has a
+    // period or window of 1 s, for which the id is remembered.
+    assert_eq!(expiry, t as i64 + reset.max(1000));
     wait_replica_synced(&master, &replica);
     let offset = c.info_field("replication", "master_repl_offset");
-    let now = call(&mut c, spec, "k", &["COST", "0", "PEEK"], t + 1);
+    // 1 ms later the retry is not charged: the same units remain, the reset is 1 ms nearer.
     let again = call(&mut c, spec, "k", &["COST", "2", "DEDUP", "req-1"], t + 1);
-    assert_eq!(again, [2, now[1], now[2], 0, now[4]]);
+    assert_eq!(again, [2, limit, remaining, 0, reset - 1]);
     assert_eq!(digest(&mut c, "k"), before);
     assert_eq!(c.int(&["PEXPIRETIME", "k"]), expiry);
     assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
     // Ids are binary-safe: another id is charged.
     let other = call(&mut c, spec, "k", &["COST", "2", "DEDUP", "req-1\0"], t + 1);
-    assert_eq!((other[0], other[2]), (2, now[2] - 2));
+    assert_eq!((other[0], other[2]), (2, remaining - 2));
     // A denied call (cost above the limit) does not remember its id.
     let denied = call(&mut c, spec, "k", &["COST", "1000", "DEDUP", "big"], t + 1);
     assert_eq!((denied[0], denied[3]), (0, -1));
     let charged = call(&mut c, spec, "k", &["COST", "1", "DEDUP", "big"], t + 1);
-    assert_eq!((charged[0], charged[2]), (1, other[2] - 1));
+    assert_eq!((charged[0], charged[2]), (1, remaining - 3));
     let info = c.cmd(&["RL.INFO", "k"]);
     let info = info.as_array().expect("RL.INFO array");
     let ids = info
@@ -298,20 +307,24 @@ pub fn check_dedup(spec: &Spec) {
     );
 }
 
-/// Every write sets the key's absolute expiry to the moment the limiter is fresh again: the
-/// call's time plus its `reset_after_ms`. `calls` are (ms after the base, extra arguments).
-pub fn check_expiry_is_reset_time(spec: &Spec, calls: &[(u64, &[&str])]) {
+/// Every write sets the key's absolute expiry to the moment the limiter is fresh again, and a
+/// call that writes nothing leaves it. `calls` are (ms after the base, extra arguments, the
+/// expiry in ms after the base that the test worked out from the parameters); a granted call's
+/// expiry is also its time plus its `reset_after_ms`.
+pub fn check_expiry_is_reset_time(spec: &Spec, calls: &[(u64, &[&str], u64)]) {
     let s = Server::start();
     let mut c = s.conn();
     let t = base_ms();
-    for (at, extra) in calls {
+    for (at, extra, expiry) in calls {
         let r = call(&mut c, spec, "k", extra, t + at);
+        let want = (t + expiry) as i64;
+        assert_eq!(
+            c.int(&["PEXPIRETIME", "k"]),
+            want,
+            "+{at}ms {extra:?}: {r:?}"
+        );
         if r[0] > 0 && !extra.contains(&"PEEK") {
-            assert_eq!(
-                c.int(&["PEXPIRETIME", "k"]),
-                (t + at) as i64 + r[4],
-                "+{at}ms {extra:?}: {r:?}"
-            );
+            assert_eq!((t + at) as i64 + r[4], want, "+{at}ms {extra:?}: {r:?}");
         }
     }
 }
@@ -360,14 +373,14 @@ pub fn check_denied_and_peek_write_nothing(spec: &Spec) {
     );
 }
 
-/// RL.INFO names the algorithm and shows the reply of a `PEEK COST 0` at the last update.
+/// RL.INFO names the algorithm and its parameters, and shows the reply of a `PEEK COST 0` at
+/// the last update (the server's clock is an hour before it).
 pub fn check_info(spec: &Spec) {
     let s = Server::start();
     let mut c = s.conn();
     let t = base_ms();
     assert_eq!(c.cmd(&["RL.INFO", "k"]), Reply::Nil);
     call(&mut c, spec, "k", &["COST", "2"], t);
-    let peek = call(&mut c, spec, "k", &["COST", "0"], t);
     let info = c.cmd(&["RL.INFO", "k"]);
     let items = info.as_array().expect("RL.INFO array");
     assert_eq!(items[0], Reply::Bulk(b"algorithm".to_vec()));
@@ -378,9 +391,16 @@ pub fn check_info(spec: &Spec) {
             .find(|kv| kv[0].as_str().as_deref() == Some(name))
             .and_then(|kv| kv[1].as_int())
     };
-    assert_eq!(field("limit"), Some(peek[1]));
-    assert_eq!(field("remaining"), Some(peek[2]));
-    assert_eq!(field("reset_after_ms"), Some(peek[4]));
+    for (name, value) in spec.info_params {
+        assert_eq!(field(name), Some(*value), "{name}");
+    }
+    let [limit, remaining, reset] = spec.after_cost_2;
+    assert_eq!(field("granted"), Some(0));
+    assert_eq!(field("limit"), Some(limit));
+    assert_eq!(field("remaining"), Some(remaining));
+    assert_eq!(field("retry_after_ms"), Some(0));
+    assert_eq!(field("reset_after_ms"), Some(reset));
+    assert_eq!(field("dedup_ids"), Some(0));
     assert_eq!(c.cmd(&["TYPE", "k"]), Reply::Simple("ratelimit".into()));
     // No name twice, in either protocol (a RESP3 map with a repeated key loses a value).
     let names: Vec<String> = items.chunks(2).filter_map(|kv| kv[0].as_str()).collect();

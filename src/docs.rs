@@ -1,5 +1,7 @@
 //! What `COMMAND INFO` and `COMMAND DOCS` say of each command: arity, key specs, summary,
-//! complexity and arguments. Pure data; `ffi::cmdinfo` hands it to the server at load.
+//! complexity and arguments. Pure data; `ffi::cmdinfo` hands it to the server at load. Each
+//! algorithm's command carries its own [`CommandDoc`] (`LimiterCommand::DOC`, listed by the
+//! registry); [`OTHERS`] are the commands that are not one algorithm's.
 
 use std::ffi::CStr;
 
@@ -64,7 +66,7 @@ pub const ACL_CATEGORY: &CStr = c"ratelimit";
 /// Version the commands appeared in.
 pub const SINCE: &CStr = c"0.1.0";
 
-const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
+pub const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
     ArgDoc {
         name,
         kind,
@@ -74,7 +76,7 @@ const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
     }
 }
 
-const fn opt(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc {
+pub const fn opt(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc {
     ArgDoc {
         name,
         kind,
@@ -93,99 +95,10 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
 ];
 
-const KEY: ArgDoc = arg(c"key", ArgType::Key);
+pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
 
-/// Every command the module registers, internal ones included.
-pub const COMMANDS: &[CommandDoc] = &[
-    CommandDoc {
-        name: c"rl.gcra",
-        arity: -5,
-        summary: c"Rate-limit with the generic cell rate algorithm: burst units at once, rate units per period sustained",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"burst", ArgType::Integer),
-            arg(c"rate", ArgType::Integer),
-            arg(c"period", ArgType::String),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
-    CommandDoc {
-        name: c"rl.tokenbucket",
-        arity: -5,
-        summary: c"Rate-limit with a token bucket of capacity tokens refilled continuously at refill per period",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"capacity", ArgType::Integer),
-            arg(c"refill", ArgType::Integer),
-            arg(c"period", ArgType::String),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
-    CommandDoc {
-        name: c"rl.leakybucket",
-        arity: -5,
-        summary: c"Rate-limit with a leaky bucket (a FIFO queue with constant outflow); a granted call's retry_after_ms is its queue delay",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"capacity", ArgType::Integer),
-            arg(c"rate", ArgType::Integer),
-            arg(c"period", ArgType::String),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
-    CommandDoc {
-        name: c"rl.fixed",
-        arity: -4,
-        summary: c"Rate-limit with a fixed window counter: at most limit units per window, windows aligned to the Unix epoch shifted by OFFSET",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"limit", ArgType::Integer),
-            arg(c"window", ArgType::String),
-            opt(c"offset", ArgType::String, c"OFFSET"),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
-    CommandDoc {
-        name: c"rl.sliding",
-        arity: -4,
-        summary: c"Rate-limit with an exact sliding window log: at most limit units in any window, logged in buckets of PRECISION (default 1ms)",
-        complexity: c"O(log N) where N is the number of entries in the key's log (at most 65536); expired entries are dropped in amortized O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"limit", ArgType::Integer),
-            arg(c"window", ArgType::String),
-            opt(c"precision", ArgType::String, c"PRECISION"),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
-    CommandDoc {
-        name: c"rl.slidingcounter",
-        arity: -4,
-        summary: c"Rate-limit with a sliding window counter: the previous window's count weighted by its overlap plus the current window's, at most limit",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"limit", ArgType::Integer),
-            arg(c"window", ArgType::String),
-        ],
-        shared_options: true,
-        acl: c"write fast",
-    },
+/// The commands that are not one algorithm's, internal ones included.
+pub const OTHERS: &[CommandDoc] = &[
     CommandDoc {
         name: c"rl.all",
         arity: -4,
@@ -221,25 +134,6 @@ pub const COMMANDS: &[CommandDoc] = &[
         ],
         shared_options: false,
         acl: c"write",
-    },
-    CommandDoc {
-        name: c"cl.throttle",
-        arity: -5,
-        summary: c"redis-cell compatible GCRA rate limiting",
-        complexity: c"O(1)",
-        keys: Keys::Update,
-        args: &[
-            KEY,
-            arg(c"max_burst", ArgType::Integer),
-            arg(c"count_per_period", ArgType::Integer),
-            arg(c"period_seconds", ArgType::Integer),
-            ArgDoc {
-                optional: true,
-                ..arg(c"quantity", ArgType::Integer)
-            },
-        ],
-        shared_options: false,
-        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.info",

@@ -1,0 +1,140 @@
+//! The algorithms' commands, from the one list in `crate::registry`: RL.ALL's limiter table
+//! ([`LIMITERS`]), and every command's docs ([`docs`]). `lib.rs` registers the commands from
+//! the same list.
+
+use crate::commands::LimiterCommand;
+use crate::core::Kind;
+use crate::core::multi::AnyParams;
+use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS};
+use crate::error::RlError;
+
+/// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
+/// its command's parser.
+pub struct Limiter {
+    pub kind: Kind,
+    pub doc: &'static CommandDoc,
+    pub parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
+}
+
+impl Limiter {
+    /// The arguments after the key that every call gives.
+    pub fn positional(&self) -> usize {
+        self.doc
+            .args
+            .iter()
+            .filter(|a| a.kind != ArgType::Key && !a.optional)
+            .count()
+    }
+
+    /// The command's own options (each a token and one value).
+    pub fn options(&self) -> impl Iterator<Item = &'static [u8]> {
+        self.doc
+            .args
+            .iter()
+            .filter(|a: &&ArgDoc| a.optional)
+            .filter_map(|a| a.token.map(|t| t.to_bytes()))
+    }
+}
+
+/// Parse one limiter with its own command's parser.
+fn parse_with<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
+    C::parse(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
+}
+
+macro_rules! define_limiters {
+    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+        /// Every algorithm, in registry order.
+        pub static LIMITERS: &[Limiter] = &[
+            $(Limiter {
+                kind: Kind::$variant,
+                doc: &<$command as LimiterCommand>::DOC,
+                parse: parse_with::<$command>,
+            },)*
+        ];
+
+        /// Every algorithm's command runs the algorithm of its row (a compile error otherwise).
+        #[allow(dead_code)]
+        fn commands_run_their_algorithm() {
+            $(let _: fn(<$command as LimiterCommand>::Algo) -> $state = |a| a;)*
+        }
+    };
+}
+
+crate::registry::algorithms!(define_limiters);
+
+/// The docs of every command the module registers.
+pub fn docs() -> impl Iterator<Item = &'static CommandDoc> {
+    LIMITERS
+        .iter()
+        .map(|l| l.doc)
+        .chain(std::iter::once(
+            &<crate::commands::throttle::ThrottleCommand as LimiterCommand>::DOC,
+        ))
+        .chain(OTHERS)
+}
+
+/// RL.ALL's limiter named `token` (any case).
+pub fn limiter(token: &[u8]) -> Option<&'static Limiter> {
+    LIMITERS
+        .iter()
+        .find(|l| token.eq_ignore_ascii_case(l.kind.name().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{LimiterState, codec};
+    use crate::stats;
+
+    /// Every registered algorithm: its tag round-trips through the codec, and its docs, INFO
+    /// counters and RL.ALL entry exist and name it.
+    #[test]
+    fn registry_is_complete() {
+        assert_eq!(LIMITERS.len(), Kind::ALL.len());
+        for (kind, limiter) in Kind::ALL.iter().zip(LIMITERS) {
+            assert_eq!(limiter.kind, *kind);
+            assert_eq!(Kind::from_tag(*kind as u8), Some(*kind));
+            // RL.ALL: found by name, parsing its smallest call makes a limiter of its kind.
+            assert!(std::ptr::eq(
+                super::limiter(kind.name().as_bytes()).unwrap(),
+                limiter
+            ));
+            let upper = kind.name().to_ascii_uppercase();
+            assert!(std::ptr::eq(
+                super::limiter(upper.as_bytes()).unwrap(),
+                limiter
+            ));
+            assert!(limiter.positional() >= 1, "{kind:?}");
+            // Docs: its command's name, the key first.
+            assert_eq!(limiter.doc.name.to_str(), Ok(kind.command()));
+            assert_eq!(limiter.doc.args.first().map(|a| a.kind), Some(ArgType::Key));
+            assert!(docs().filter(|d| d.name == limiter.doc.name).count() == 1);
+            // INFO counters, named after the command with `_` for `.`.
+            assert_eq!(stats::of(*kind).name, kind.command().replace('.', "_"));
+            assert!(
+                stats::ALL
+                    .iter()
+                    .any(|s| std::ptr::eq(*s, stats::of(*kind)))
+            );
+        }
+        // A parsed limiter of every kind is stored with its tag and decodes back.
+        let samples: [&[&str]; 6] = [
+            &["rl.gcra", "k", "1", "1", "1s"],
+            &["rl.tokenbucket", "k", "1", "1", "1s"],
+            &["rl.leakybucket", "k", "1", "1", "1s"],
+            &["rl.fixed", "k", "1", "1s"],
+            &["rl.sliding", "k", "1", "1s"],
+            &["rl.slidingcounter", "k", "1", "1s"],
+        ];
+        assert_eq!(samples.len(), LIMITERS.len());
+        for (limiter, argv) in LIMITERS.iter().zip(samples) {
+            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+            let spec = (limiter.parse)(&argv).unwrap();
+            assert_eq!(spec.kind(), limiter.kind);
+            let state = LimiterState::new(spec.into_state(), 1_700_000_000_000_000);
+            let bytes = codec::encode(&state);
+            assert_eq!(bytes.get(1), Some(&(limiter.kind as u8)));
+            assert_eq!(codec::decode(&bytes), Some(state));
+        }
+    }
+}
