@@ -150,6 +150,7 @@ impl From<CoreError> for RlError {
         match e {
             CoreError::WrongKind { held, wanted } => RlError::WrongKind { held, wanted },
             CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::Refused(text) => RlError::Conflict(text),
             CoreError::Overflow => RlError::Overflow,
         }
     }

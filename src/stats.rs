@@ -42,14 +42,15 @@ impl CommandStats {
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
+pub static RELEASE: CommandStats = CommandStats::new("rl.release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
             use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(concat!("rl.", $name));)*
+            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::command_of!($name $($cmd)?));)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -66,6 +67,7 @@ macro_rules! define_stats {
             &STREAMCOUNT,
             &ALL_LIMITERS,
             &THROTTLE,
+            &RELEASE,
         ];
     };
 }

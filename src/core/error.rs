@@ -9,6 +9,8 @@ pub enum CoreError {
     WrongKind { held: Kind, wanted: Kind },
     /// A parameter is out of its valid range; the text names it.
     InvalidParam(&'static str),
+    /// A request the algorithm does not take; the text says why (`ERR <text>`).
+    Refused(&'static str),
     /// Arithmetic on the given parameters would overflow.
     Overflow,
 }
