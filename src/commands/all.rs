@@ -9,13 +9,12 @@ use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::{limiter_reply, replicate_with_at};
+use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
 use crate::config;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -106,7 +105,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(redis_module::RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 

@@ -7,7 +7,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
-use crate::commands::{LimiterCommand, Parsed, replicate_with_at};
+use crate::commands::{LimiterCommand, Parsed, evaluation_time, replicate_with_at};
 use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
@@ -17,7 +17,6 @@ use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -108,9 +107,6 @@ impl LimiterCommand for AcquireCommand {
             id = Some(lease_id(args.value_of("ID")?)?);
             Ok(true)
         })?;
-        if limit > crate::core::concurrency::MAX_LEASES {
-            return Err(RlError::Conflict("limit must be at most 65536"));
-        }
         let params = ConcurrencyParams::new(limit, lease, id)?;
         Ok(Parsed { params, opts })
     }
@@ -161,7 +157,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let parsed = Release::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
-    let now = parsed.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.at)?;
     let mut key = LimiterKey::open(ctx, key_name);
     let state = match key.holding() {
         Holding::Empty => {

@@ -42,7 +42,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let live = state.describe_live(server_now());
     // No name twice (a RESP3 map key must be unique): a parameter named like a reply field
-    // (`limit`) holds the same value, and is shown once, as the parameter.
+    // (FIXED's `limit`) holds the same value, and is shown once, as the parameter.
     for (name, value) in decision_fields(&decision) {
         if !fields.iter().any(|(n, _)| *n == name) {
             fields.push((name, value));

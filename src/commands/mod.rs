@@ -40,7 +40,7 @@ pub mod token_bucket;
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
@@ -165,6 +165,25 @@ pub fn replicate_with_at(
     ffi::replicate::replicate(ctx, name, &out);
 }
 
+/// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
+/// `ratelimit.at-max-ahead` ahead of the server's clock is refused, unless the call comes from
+/// the master or the AOF (it carries the master's resolved time, which must be applied as is).
+///
+/// # Errors
+/// [`RlError::AtAhead`].
+pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlError> {
+    let Some(at) = at else {
+        return Ok(server_now());
+    };
+    let exempt = ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    match config::at_max_ahead_us() {
+        Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
+        _ => Ok(at),
+    }
+}
+
 /// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
     reply::fields(ctx, Resp2::Values, decision_fields(d).into_iter())
@@ -190,7 +209,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     let parsed = C::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);

@@ -24,14 +24,17 @@ pub use leases::{Lease, Leases};
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{self, Algorithm, Retry, Verdict};
+use crate::core::param::{check_count, check_duration};
 use crate::core::state::{LimiterState, Stored};
 use crate::core::time::Micros;
 use crate::core::varint::{self, Reader};
 
 /// The largest `limit`, so the most leases a key holds.
 pub const MAX_LEASES: u64 = 65_536;
+
+/// What `limit` must be when it is above [`MAX_LEASES`].
+pub const MUST_FIT_LEASES: &str = "must be at most 65536";
 
 /// Validated parameters: `limit` units in flight, leases of `lease` µs, and the call's lease id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,14 +48,14 @@ impl ConcurrencyParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] naming `limit` (not in 1..=65536) or `lease`.
+    /// [`CoreError::InvalidParam`] naming `limit` (not in 1..=65536) or `lease` (not in
+    /// 1..=`MAX_PARAM` µs).
     pub fn new(limit: u64, lease: Micros, id: Option<DedupId>) -> Result<Self, CoreError> {
-        if !(1..=MAX_LEASES).contains(&limit) {
-            return Err(CoreError::InvalidParam("limit"));
+        let limit = check_count(limit, "limit")?;
+        if limit > MAX_LEASES {
+            return Err(CoreError::InvalidParam("limit", MUST_FIT_LEASES));
         }
-        if !(1..=MAX_PARAM).contains(&lease) {
-            return Err(CoreError::InvalidParam("lease"));
-        }
+        let lease = check_duration(lease, "lease")?;
         Ok(ConcurrencyParams { limit, lease, id })
     }
 
