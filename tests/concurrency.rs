@@ -544,3 +544,80 @@ fn thirty_two_threads_never_hold_more_than_the_limit() {
     let mut c = s.conn();
     assert_eq!(c.int(&["EXISTS", "shared"]), 0);
 }
+
+/// `AT` obeys `ratelimit.at-max-ahead` for both commands; INFO counts both.
+#[test]
+fn at_ahead_is_refused_and_info_counts_both_commands() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ok(&["CONFIG", "SET", "ratelimit.at-max-ahead", "1000"]);
+    let far = base_ms() + 3_600_000;
+    for cmd in [
+        args!["RL.ACQUIRE", "k", 5, "1m", "ID", "a", "AT", far].to_vec(),
+        args!["RL.RELEASE", "k", "a", "AT", far].to_vec(),
+        args![
+            "RL.ALL",
+            1,
+            "k",
+            "CONCURRENCY",
+            5,
+            "1m",
+            "DEDUP",
+            "a",
+            "AT",
+            far
+        ]
+        .to_vec(),
+    ] {
+        assert_eq!(
+            c.err(&cmd),
+            "ERR AT is ahead of the server clock",
+            "{cmd:?}"
+        );
+    }
+    assert_eq!(c.int(&["EXISTS", "k"]), 0);
+    c.ints(&["RL.ACQUIRE", "k", "1", "1m", "ID", "a"]);
+    c.ints(&["RL.ACQUIRE", "k", "1", "1m", "ID", "b"]); // denied
+    c.int(&["RL.RELEASE", "k", "a"]);
+    c.int(&["RL.RELEASE", "k", "a"]); // nothing to free
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl.acquire").as_deref(),
+        Some("calls=2,granted=1,denied=1")
+    );
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl.release").as_deref(),
+        Some("calls=2,granted=1,denied=1")
+    );
+}
+
+/// The README's worker recipe and RL.ALL example, as written there.
+#[test]
+fn readme_examples() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let lease_id = "host:42:job-7";
+    let r = c.ints(&["RL.ACQUIRE", "llm:inflight", "5", "30s", "ID", lease_id]);
+    assert_eq!(r, [1, 5, 4, 0, 30_000]);
+    // Renew while working: still one lease, no new units.
+    let r = c.ints(&["RL.ACQUIRE", "llm:inflight", "5", "30s", "ID", lease_id]);
+    assert_eq!((r[0], r[2]), (1, 4));
+    assert_eq!(c.int(&["RL.RELEASE", "llm:inflight", lease_id]), 1);
+    assert_eq!(c.int(&["EXISTS", "llm:inflight"]), 0);
+    let r = c.ints(&[
+        "RL.ALL",
+        "2",
+        "{api}:rate",
+        "{api}:inflight",
+        "GCRA",
+        "10",
+        "10",
+        "1s",
+        "CONCURRENCY",
+        "5",
+        "30s",
+        "DEDUP",
+        "req-1",
+    ]);
+    assert_eq!(r, [1, 5, 4, 0, 30_000]);
+    assert_eq!(c.int(&["RL.RELEASE", "{api}:inflight", "req-1"]), 1);
+}
