@@ -44,6 +44,18 @@ macro_rules! command_of {
 }
 pub(crate) use command_of;
 
+/// The INFO name of a row's command: `rl_<command>` when the row names one, else `rl_<name>`
+/// (a valid Prometheus metric name, see `stats`).
+macro_rules! stat_of {
+    ($name:literal) => {
+        concat!("rl_", $name)
+    };
+    ($name:literal $cmd:literal) => {
+        concat!("rl_", $cmd)
+    };
+}
+pub(crate) use stat_of;
+
 /// `bytes` (NUL-terminated, no other NUL) as a C string, checked when the constant is built.
 pub const fn c_str(bytes: &'static [u8]) -> &'static std::ffi::CStr {
     match std::ffi::CStr::from_bytes_with_nul(bytes) {

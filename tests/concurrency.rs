@@ -581,11 +581,11 @@ fn at_ahead_is_refused_and_info_counts_both_commands() {
     c.int(&["RL.RELEASE", "k", "a"]);
     c.int(&["RL.RELEASE", "k", "a"]); // nothing to free
     assert_eq!(
-        c.info_field("ratelimit", "ratelimit_rl.acquire").as_deref(),
+        c.info_field("ratelimit", "ratelimit_rl_acquire").as_deref(),
         Some("calls=2,granted=1,denied=1")
     );
     assert_eq!(
-        c.info_field("ratelimit", "ratelimit_rl.release").as_deref(),
+        c.info_field("ratelimit", "ratelimit_rl_release").as_deref(),
         Some("calls=2,granted=1,denied=1")
     );
 }

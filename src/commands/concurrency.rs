@@ -42,6 +42,7 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
     ],
     shared_options: false,
+    acl: c"write fast",
 };
 
 /// RL.RELEASE's COMMAND DOCS.
@@ -57,6 +58,7 @@ pub const RELEASE_DOC: CommandDoc = CommandDoc {
         opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
     ],
     shared_options: false,
+    acl: c"write fast",
 };
 
 /// A lease id: binary-safe, at most 256 bytes, hashed as DEDUP ids are.
