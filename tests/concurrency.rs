@@ -475,6 +475,85 @@ fn replica_matches_a_master_whose_clock_moved() {
     }
 }
 
+/// What `master` has written and propagated so far: its replication offset and its changes
+/// since the last save.
+fn writes(c: &mut Conn) -> (Option<String>, Option<String>) {
+    (
+        c.info_field("replication", "master_repl_offset"),
+        c.info_field("persistence", "rdb_changes_since_last_save"),
+    )
+}
+
+#[test]
+fn denied_peek_and_unknown_releases_write_and_propagate_nothing() {
+    let ints = |v: &[i64]| v.iter().map(|&i| Reply::Int(i)).collect::<Vec<_>>();
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let t = base_ms();
+    // Limit 3: `a` holds 2 units, 1 is free.
+    assert_eq!(
+        m.ints(&args![
+            "RL.ACQUIRE",
+            "k",
+            3,
+            "10s",
+            "ID",
+            "a",
+            "COST",
+            2,
+            "AT",
+            t
+        ]),
+        [2, 3, 1, 0, 10_000]
+    );
+    wait_replica_synced(&master, &replica);
+    let before = writes(&mut m);
+    assert!(before.0.is_some() && before.1.is_some(), "{before:?}");
+    let at = t + 1000;
+    #[rustfmt::skip]
+    let calls: &[(&[&str], Reply)] = &[
+        // Denied: 2 units asked, 1 free; they fit when `a`'s lease ends, 9 s later.
+        (&["RL.ACQUIRE", "k", "3", "10s", "ID", "b", "COST", "2"],
+         Reply::Array(ints(&[0, 3, 1, 9_000, 9_000]))),
+        // Denied for good: more than the limit.
+        (&["RL.ACQUIRE", "k", "3", "10s", "ID", "b", "COST", "4"],
+         Reply::Array(ints(&[0, 3, 1, -1, 9_000]))),
+        // PEEK: a new id that would fit, the holder's renewal, a missing key.
+        (&["RL.ACQUIRE", "k", "3", "10s", "ID", "b", "PEEK"],
+         Reply::Array(ints(&[1, 3, 0, 0, 10_000]))),
+        (&["RL.ACQUIRE", "k", "3", "10s", "ID", "a", "COST", "2", "PEEK"],
+         Reply::Array(ints(&[2, 3, 1, 0, 10_000]))),
+        (&["RL.ACQUIRE", "fresh", "3", "10s", "ID", "a", "PEEK"],
+         Reply::Array(ints(&[1, 3, 2, 0, 10_000]))),
+        // Releases of an id that holds nothing, on the key and on a missing key.
+        (&["RL.RELEASE", "k", "nobody"], Reply::Int(0)),
+        (&["RL.RELEASE", "fresh", "a"], Reply::Int(0)),
+        // RL.ALL's CONCURRENCY, denied.
+        (&["RL.ALL", "1", "k", "CONCURRENCY", "3", "10s", "DEDUP", "b", "COST", "2"],
+         Reply::Array(ints(&[0, 3, 1, 9_000, 9_000]))),
+    ];
+    for (call, want) in calls {
+        let mut argv: Vec<String> = call.iter().map(|a| a.to_string()).collect();
+        argv.extend(["AT".to_string(), at.to_string()]);
+        assert_eq!(&m.cmd(&argv), want, "{argv:?}");
+    }
+    // Errors: a different COST for a held id, a bad limit.
+    for call in [
+        args!["RL.ACQUIRE", "k", 3, "10s", "ID", "a", "COST", 1, "AT", at].to_vec(),
+        args!["RL.ACQUIRE", "k", "x", "10s", "ID", "b", "AT", at].to_vec(),
+    ] {
+        assert!(m.cmd(&call).is_error(), "{call:?}");
+    }
+    assert_eq!(writes(&mut m), before);
+    assert_eq!(m.int(&["EXISTS", "fresh"]), 0);
+    // The same offset measure sees a release that frees something.
+    assert_eq!(m.int(&args!["RL.RELEASE", "k", "a", "AT", at]), 2);
+    let after = writes(&mut m);
+    assert_ne!(after.0, before.0);
+    assert_ne!(after.1, before.1);
+}
+
 /// 32 threads take and give back units of one key (limit 8, COST 1 or 2) on the server's own
 /// clock for 3 seconds. Each thread adds what it was granted to a shared count while it holds
 /// it and takes it off before it releases: the count never exceeds the limit, every release
