@@ -4,8 +4,9 @@
 //!
 //! Both orders are treaps over one arena of nodes (a `Vec`, so `MEMORY USAGE` is its capacity
 //! times the node size, 56 bytes a lease): each node carries its links in both trees, and the
-//! expiry tree keeps in every node the units of its subtree, so "the earliest time at which the
-//! leases expired by then hold `u` units" is one walk from the root. Priorities come from a
+//! expiry tree keeps in every node the units and the number of leases of its subtree, so "the
+//! earliest time at which the leases expired by then hold `u` units" and "how many leases are
+//! expired at `now`" are one walk from the root. Priorities come from a
 //! counter mixed by splitmix64, never from the client's ids (a client could pick ids whose
 //! priorities chain into one long branch). The trees' shape is not part of the value: equality
 //! and the codec see only the leases in expiry order.
@@ -37,6 +38,8 @@ struct Node {
     units: u32,
     /// Units in this node's subtree of the expiry tree.
     sum: u32,
+    /// Leases in this node's subtree of the expiry tree.
+    count: u32,
     priority: u32,
     /// Left, right in the id tree, then left, right in the expiry tree.
     links: [u32; 4],
@@ -139,19 +142,25 @@ impl Leases {
         self.node(i).map_or(0, |n| n.sum)
     }
 
+    fn count(&self, i: u32) -> u32 {
+        self.node(i).map_or(0, |n| n.count)
+    }
+
     fn priority(&self, i: u32) -> u32 {
         self.node(i).map_or(0, |n| n.priority)
     }
 
-    /// Recompute `i`'s subtree units in tree `t` (only the expiry tree keeps them).
+    /// Recompute `i`'s subtree units and leases in tree `t` (only the expiry tree keeps them).
     fn update(&mut self, t: usize, i: u32) {
         if t != EXP {
             return;
         }
-        let l = self.sum(self.link(i, EXP));
-        let r = self.sum(self.link(i, EXP | 1));
+        let (l, r) = (self.link(i, EXP), self.link(i, EXP | 1));
+        let sum = self.sum(l).saturating_add(self.sum(r));
+        let count = self.count(l).saturating_add(self.count(r));
         if let Some(n) = self.node_mut(i) {
-            n.sum = n.units.saturating_add(l).saturating_add(r);
+            n.sum = n.units.saturating_add(sum);
+            n.count = count.saturating_add(1);
         }
     }
 
@@ -282,6 +291,7 @@ impl Leases {
             expiry: lease.expiry,
             units: lease.units,
             sum: lease.units,
+            count: 1,
             priority: splitmix(self.seed) as u32,
             links: [NIL; 4],
         });
@@ -383,6 +393,22 @@ impl Leases {
             }
         }
         units
+    }
+
+    /// Number of leases expired at `now` (expiry ≤ now), not yet dropped.
+    pub fn expired_leases(&self, now: Micros) -> u64 {
+        let mut leases = 0u64;
+        let mut i = self.root(EXP);
+        while let Some(n) = self.node(i) {
+            if n.expiry <= now {
+                let left = u64::from(self.count(self.link(i, EXP)));
+                leases = leases.saturating_add(left).saturating_add(1);
+                i = self.link(i, EXP | 1);
+            } else {
+                i = self.link(i, EXP);
+            }
+        }
+        leases
     }
 
     /// The earliest expiry by which the leases expired hold at least `units` units (`None` when
@@ -494,6 +520,8 @@ mod tests {
                 .map(|m| u64::from(m.units))
                 .sum();
             assert_eq!(l.expired_units(t), expired);
+            let expired_leases = model.iter().filter(|m| m.expiry <= t).count() as u64;
+            assert_eq!(l.expired_leases(t), expired_leases);
             let u = rnd(total + 2);
             let mut acc = 0;
             let want = if u == 0 {

@@ -235,6 +235,11 @@ proptest! {
                     prop_assert_eq!((u64::from(l.units), l.expiry), *v, "lease {}", id);
                 }
                 prop_assert_eq!(conc.held(model.last), model.held(model.last));
+                // RL.INFO's `leases` and `held`, now and at a later time the key has not seen.
+                for at in [model.last, model.last + 1_000_000] {
+                    prop_assert_eq!(conc.live_leases(at), model.live(at).count() as u64);
+                    prop_assert_eq!(conc.held(at), model.held(at));
+                }
             } else {
                 prop_assert_eq!(model.held(model.last), 0);
             }
