@@ -69,7 +69,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 /// The module, with one command per registered algorithm (`crate::registry`) and the others.
 macro_rules! module {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         redis_module! {
             name: "ratelimit",
             version: 1,
@@ -85,6 +85,7 @@ macro_rules! module {
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
                 ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
             ],

@@ -50,14 +50,15 @@ impl CommandStats {
 pub static THROTTLE: CommandStats = CommandStats::new("cl_throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl_streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl_all");
+pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
             use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(concat!("rl_", $name));)*
+            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::stat_of!($name $($cmd)?));)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -74,6 +75,7 @@ macro_rules! define_stats {
             &STREAMCOUNT,
             &ALL_LIMITERS,
             &THROTTLE,
+            &RELEASE,
         ];
     };
 }

@@ -71,7 +71,37 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
         (v(&["CL.THROTTLE", "c", "5", "1", "1"]), &["write", "fast"]),
         (v(&["RL.INFO", "g"]), &["read", "fast"]),
         (v(&["RL.STREAMCOUNT", "st", "1s", "AT", &at]), &["write"]),
+        (
+            v(&["RL.ACQUIRE", "cc", "5", "1s", "ID", "w", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (v(&["RL.RELEASE", "cc", "w", "AT", &at]), &["write", "fast"]),
     ]
+}
+
+#[test]
+fn the_list_above_names_every_module_command() {
+    // So a new command cannot be left out of these tests: the server's list of the module's
+    // commands is the list above plus the internal restore command (checked on its own below).
+    let s = Server::start();
+    let mut c = s.conn();
+    let listed = c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]);
+    let mut got: Vec<String> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("COMMAND LIST: {listed:?}"))
+        .iter()
+        .filter_map(Reply::as_str)
+        .map(|n| n.to_lowercase())
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = commands(base_ms())
+        .into_iter()
+        .map(|(call, _)| call[0].to_lowercase())
+        .chain(std::iter::once("rl._restore".to_string()))
+        .collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(got, want);
 }
 
 fn is_noperm(r: &Reply) -> bool {
