@@ -23,7 +23,7 @@
 
 //!
 //! Layers, each importing only those above it (no circle):
-//! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
+//! - leaves: `time`, `varint`, `decimal`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
 //!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
