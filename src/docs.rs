@@ -84,6 +84,7 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"peek", ArgType::PureToken, c"PEEK"),
     opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
     opt(c"id", ArgType::String, c"DEDUP"),
+    opt(c"duration", ArgType::String, c"BLOCK"),
     opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
 ];
 
@@ -132,6 +133,60 @@ pub const OTHERS: &[CommandDoc] = &[
         complexity: c"O(1)",
         keys: Keys::Read,
         args: &[KEY],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl.refund",
+        arity: -3,
+        summary: c"Give units back to a limiter (a request that was charged but did not happen, or cost less than reserved)",
+        complexity: c"O(1), O(N) for RL.SLIDING when the newest entry holds fewer than the units given back",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"units", ArgType::Integer),
+            opt(c"id", ArgType::String, c"DEDUP"),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        ],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl.block",
+        arity: -3,
+        summary: c"Block a limiter key for a duration: every call on it is denied until the block ends",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[
+            KEY,
+            arg(c"duration", ArgType::String),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        ],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl.unblock",
+        arity: 2,
+        summary: c"Remove a limiter key's block",
+        complexity: c"O(1)",
+        keys: Keys::Update,
+        args: &[KEY],
+        shared_options: false,
+    },
+    CommandDoc {
+        name: c"rl.check",
+        arity: -3,
+        summary: c"The reply a limiter call with PEEK would give, read-only (runs on replicas)",
+        complexity: c"O(1), O(log N) for RL.SLIDING",
+        keys: Keys::Read,
+        args: &[
+            KEY,
+            ArgDoc {
+                multiple: true,
+                ..arg(c"limiter", ArgType::String)
+            },
+            opt(c"cost", ArgType::Integer, c"COST"),
+            opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        ],
         shared_options: false,
     },
     CommandDoc {

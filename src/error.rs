@@ -48,6 +48,10 @@ pub enum RlError {
     IdTooLong,
     /// Parameters too large to compute with.
     Overflow,
+    /// RL.REFUND on a limiter whose units come back through another command.
+    NoRefund { held: Kind, via: &'static str },
+    /// A command for limiter keys (its name) on a stream key of RL.STREAMCOUNT.
+    StreamKey(&'static str),
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
     /// RL.ALL: a limiter name that is no algorithm.
@@ -93,6 +97,14 @@ impl fmt::Display for RlError {
             RlError::Conflict(text) => write!(f, "ERR {text}"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::Overflow => write!(f, "ERR parameters too large"),
+            RlError::NoRefund { held, via } => write!(
+                f,
+                "ERR RL.REFUND does not apply to a {held} limiter, use {via}"
+            ),
+            RlError::StreamKey(cmd) => write!(
+                f,
+                "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: {cmd} applies to limiter keys only"
+            ),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
             RlError::LimiterArity(kind) => write!(
@@ -151,6 +163,7 @@ impl From<CoreError> for RlError {
             CoreError::WrongKind { held, wanted } => RlError::WrongKind { held, wanted },
             CoreError::InvalidParam(what) => RlError::NotPositive(what),
             CoreError::Overflow => RlError::Overflow,
+            CoreError::NoRefund { held, via } => RlError::NoRefund { held, via },
         }
     }
 }

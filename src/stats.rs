@@ -42,6 +42,14 @@ impl CommandStats {
 pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
+/// RL.REFUND: granted = refunds that gave units back, denied = those that gave nothing.
+pub static REFUND: CommandStats = CommandStats::new("rl.refund");
+/// RL.BLOCK: every call is granted (a block is placed or kept).
+pub static BLOCK: CommandStats = CommandStats::new("rl.block");
+/// RL.UNBLOCK: granted = a block in force was removed, denied = none was.
+pub static UNBLOCK: CommandStats = CommandStats::new("rl.unblock");
+/// RL.CHECK: granted or denied as the checked call would be.
+pub static CHECK: CommandStats = CommandStats::new("rl.check");
 
 macro_rules! define_stats {
     ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
@@ -66,6 +74,10 @@ macro_rules! define_stats {
             &STREAMCOUNT,
             &ALL_LIMITERS,
             &THROTTLE,
+            &REFUND,
+            &BLOCK,
+            &UNBLOCK,
+            &CHECK,
         ];
     };
 }

@@ -9,13 +9,12 @@ use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::{limiter_reply, replicate_with_at};
+use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
 use crate::config;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::clock::server_now;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -56,29 +55,37 @@ impl<'a> AllRequest<'a> {
         }
         let mut specs = Vec::with_capacity(numkeys);
         for key in &keys {
-            let token = args
-                .next()
-                .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
-            let limiter =
-                registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-            let arity = RlError::LimiterArity(limiter.kind);
-            let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
-            for _ in 0..limiter.positional() {
-                argv.push(args.next().ok_or_else(|| arity.clone())?);
-            }
-            while let Some(opt) = args.peek() {
-                if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
-                    break;
-                }
-                argv.push(opt);
-                args.next();
-                argv.push(args.next().ok_or_else(|| arity.clone())?);
-            }
-            specs.push((limiter.parse)(&argv)?);
+            specs.push(parse_limiter(&mut args, key)?);
         }
         let opts = Options::parse(&mut args, |_, _| Ok(false))?;
         Ok(AllRequest { keys, specs, opts })
     }
+}
+
+/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
+/// arguments and its own options, parsed by that command's own parser.
+///
+/// # Errors
+/// A missing or unknown limiter, the command's own argument errors.
+pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlError> {
+    let token = args
+        .next()
+        .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
+    let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+    let arity = RlError::LimiterArity(limiter.kind);
+    let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
+    for _ in 0..limiter.positional() {
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    while let Some(opt) = args.peek() {
+        if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
+            break;
+        }
+        argv.push(opt);
+        args.next();
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    (limiter.parse)(&argv)
 }
 
 /// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
@@ -102,7 +109,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(redis_module::RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
-    let now = parsed.opts.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, parsed.opts.at)?;
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 
@@ -154,7 +161,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         }
     }
     let d = Decision::from(outcome.verdict);
-    stats::ALL_LIMITERS.record(d.granted > 0 || req.cost == 0);
+    stats::ALL_LIMITERS.record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
     Ok(limiter_reply(ctx, &d))
 }
 

@@ -11,4 +11,6 @@ pub enum CoreError {
     InvalidParam(&'static str),
     /// Arithmetic on the given parameters would overflow.
     Overflow,
+    /// RL.REFUND on an algorithm whose units come back through another command (`via`).
+    NoRefund { held: Kind, via: &'static str },
 }

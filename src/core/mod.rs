@@ -24,6 +24,7 @@
 //!
 //! Layers, each importing only those above it (no circle):
 //! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `dedup`,
+//!   `extras` (a key's ids and block),
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
 //!   `sliding_counter`, `sliding_log`, and `stream_count`;
@@ -33,6 +34,7 @@
 pub mod codec;
 pub mod dedup;
 pub mod error;
+pub mod extras;
 pub mod fixed_window;
 pub mod flow;
 pub mod gcra;
@@ -52,6 +54,6 @@ pub mod varint;
 
 pub use error::CoreError;
 pub use kind::Kind;
-pub use limiter::{Algorithm, Decision, Request, Retry, Verdict};
+pub use limiter::{Algorithm, Decision, Refund, Request, Retry, Verdict};
 pub use state::{LimiterState, Stored};
 pub use time::Micros;
