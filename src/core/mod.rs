@@ -31,6 +31,8 @@
 //! - `state`: the key's value over every registered algorithm;
 //! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
 
+#[cfg(test)]
+mod caps_tests;
 pub mod codec;
 pub mod dedup;
 pub mod error;
