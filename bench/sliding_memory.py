@@ -112,7 +112,9 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="rl-bench-")
         self.port = free_port()
         args = [server, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-                "--save", "", "--logfile", "server.log", *extra, "--loadmodule", module]
+                "--save", "", "--logfile", "server.log", *extra, "--loadmodule", module,
+                # AT times an hour ahead (base_ms) are refused by the default bound.
+                "at-max-ahead", "-1"]
         self.proc = subprocess.Popen(args, cwd=self.dir, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.time() + 10

@@ -16,3 +16,18 @@ pub const DEDUP_MAX_LIMIT: i64 = 1_000_000;
 pub fn dedup_max() -> usize {
     usize::try_from(DEDUP_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }
+
+/// `ratelimit.at-max-ahead`: how far (ms) an `AT` may be ahead of the server's clock; `-1` for no
+/// bound. A client may not move a key's clock ahead of the server's (one call would refill a
+/// limiter and drag the key into the future). Commands replicated from a master or replayed from
+/// the AOF are exempt: they carry the master's resolved time.
+pub static AT_MAX_AHEAD: AtomicI64 = AtomicI64::new(AT_MAX_AHEAD_DEFAULT);
+
+/// Default of `ratelimit.at-max-ahead`.
+pub const AT_MAX_AHEAD_DEFAULT: i64 = 1000;
+
+/// The current `ratelimit.at-max-ahead` in µs, `None` when unbounded (`-1`).
+pub fn at_max_ahead_us() -> Option<u64> {
+    let ms = u64::try_from(AT_MAX_AHEAD.load(Ordering::Relaxed)).ok()?;
+    Some(ms.saturating_mul(1_000))
+}

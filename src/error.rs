@@ -28,6 +28,8 @@ pub enum RlError {
     },
     /// A count that must be ≥ 1 (names the argument).
     NotPositive(&'static str),
+    /// A parameter out of its range: its name, and what it must be.
+    Invalid(&'static str, &'static str),
     /// A count that must be ≥ 0 (names the argument).
     NotNonNegative(&'static str),
     /// A duration that is not `<n>[ms|s|m|h|d]` with n ≥ 1 (the token, the argument).
@@ -44,8 +46,12 @@ pub enum RlError {
     Syntax(&'static str),
     /// Arguments that are each valid but do not go together (the text after `ERR `).
     Conflict(&'static str),
+    /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
+    AtAhead,
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
+    /// New parameters under which the key's current state would take too long to be fresh.
+    StateTooLong,
     /// Parameters too large to compute with.
     Overflow,
     /// RL.REFUND on a limiter whose units come back through another command.
@@ -80,6 +86,7 @@ impl fmt::Display for RlError {
                 "WRONGTYPE key '{key}' holds a {held} limiter, not {wanted}"
             ),
             RlError::NotPositive(what) => write!(f, "ERR {what} must be a positive integer"),
+            RlError::Invalid(what, must) => write!(f, "ERR {what} {must}"),
             RlError::NotNonNegative(what) => {
                 write!(f, "ERR {what} must be a non-negative integer")
             }
@@ -95,7 +102,12 @@ impl fmt::Display for RlError {
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
+            RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
+            RlError::StateTooLong => write!(
+                f,
+                "ERR parameters too large for the key's current state: it would be fresh again in more than 9223372036854775 ms"
+            ),
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::NoRefund { held, via } => write!(
                 f,
@@ -161,7 +173,11 @@ impl From<CoreError> for RlError {
     fn from(e: CoreError) -> Self {
         match e {
             CoreError::WrongKind { held, wanted } => RlError::WrongKind { held, wanted },
-            CoreError::InvalidParam(what) => RlError::NotPositive(what),
+            CoreError::InvalidParam(what, must) => RlError::Invalid(what, must),
+            CoreError::SpanTooLong => {
+                RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
+            }
+            CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Overflow => RlError::Overflow,
             CoreError::NoRefund { held, via } => RlError::NoRefund { held, via },
         }

@@ -182,3 +182,54 @@ fn all_in_cluster_mode_needs_one_slot() {
     );
     assert_eq!(c.ints(&["RL.GCRA", "solo", "1", "1", "1s"])[0], 1);
 }
+
+/// Reproducer: with BESTEFFORT and nothing granted, RL.ALL replied the retry of the state each
+/// limiter's own partial grant would have left (22500 ms) instead of 7500 ms.
+#[test]
+fn all_besteffort_retry_counts_no_uncharged_units() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let call = |c: &mut Conn, at: &str, opts: &[&str]| {
+        let mut argv: Vec<String> = [
+            "RL.ALL",
+            "3",
+            "k1",
+            "k2",
+            "k3",
+            "LEAKYBUCKET",
+            "3",
+            "10",
+            "2500",
+            "GCRA",
+            "11",
+            "1000000",
+            "1166",
+            "LEAKYBUCKET",
+            "5",
+            "1",
+            "7500",
+            "COST",
+            "3",
+            "AT",
+            at,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend(opts.iter().map(|s| s.to_string()));
+        c.ints(&argv)
+    };
+    // Empty buckets: granted, with the third bucket's 3 units then draining 1 per 7.5 s.
+    assert_eq!(call(&mut c, "6683323024398.920", &[]), [3, 3, 0, 0, 22500]);
+    // The third bucket holds 3 of 5: 3 more fit once 1 has drained, 7.5 s from now.
+    assert_eq!(
+        call(&mut c, "6683323024398.920", &["PEEK"]),
+        [0, 3, 0, 7500, 22500]
+    );
+    assert_eq!(
+        call(&mut c, "6683323024398.920", &["PEEK", "BESTEFFORT"]),
+        [0, 3, 0, 7500, 22500]
+    );
+    assert_eq!(call(&mut c, "6683323031898.919", &["PEEK"])[0], 0);
+    assert_eq!(call(&mut c, "6683323031898.920", &["PEEK"])[0], 3);
+}

@@ -206,3 +206,39 @@ fn fixed_and_slidingcounter_combine_in_rl_all() {
         [0, 3, 0, 0, 1000]
     );
 }
+
+/// Reproducer: RL.INFO under RESP3 repeated `limit` (FIXED's parameter and the reply's field),
+/// a map key twice. It is shown once, as the parameter.
+#[test]
+fn fixed_info_names_each_field_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    c.ints(&args!["RL.FIXED", "f", 5, "1m", "COST", 2, "AT", t]);
+    c.ok(&["HELLO", "3"]);
+    let Reply::Map(map) = c.cmd(&["RL.INFO", "f"]) else {
+        panic!("RL.INFO under RESP3 is not a map")
+    };
+    // Evaluated at the key's last update (the server's clock is an hour before it).
+    let reset = (60_000 - t % 60_000) as i64;
+    let want: Vec<(&str, Reply)> = vec![
+        ("algorithm", Reply::Bulk(b"fixed".to_vec())),
+        ("limit", Reply::Int(5)),
+        ("window_ms", Reply::Int(60_000)),
+        ("offset_ms", Reply::Int(0)),
+        ("granted", Reply::Int(0)),
+        ("remaining", Reply::Int(3)),
+        ("retry_after_ms", Reply::Int(0)),
+        ("reset_after_ms", Reply::Int(reset)),
+        ("dedup_ids", Reply::Int(0)),
+    ];
+    let got: Vec<(String, Reply)> = map
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap(), v.clone()))
+        .collect();
+    assert_eq!(got.len(), want.len() + 1, "{got:?}");
+    for ((name, value), (want_name, want_value)) in got.iter().zip(&want) {
+        assert_eq!((name.as_str(), value), (*want_name, want_value));
+    }
+    assert_eq!(got.last().map(|(k, _)| k.as_str()), Some("ttl_ms"));
+}

@@ -332,7 +332,10 @@ fn errors_are_redis_style_and_change_nothing() {
         (&["CL.THROTTLE", "k", "1", "0", "1"],           "ERR count per period must be a positive integer"),
         (&["CL.THROTTLE", "k", "1", "1", "0"],           "ERR period must be a positive integer"),
         (&["CL.THROTTLE", "k", "1", "1", "1", "x"],      "ERR quantity must be a non-negative integer"),
-        (&["CL.THROTTLE", "k", "9223372036854775807", "1", "1"], "ERR parameters too large"),
+        (&["CL.THROTTLE", "k", "1", "1", "1", "AT"],     "ERR syntax error, AT needs a value"),
+        (&["CL.THROTTLE", "k", "1", "1", "1", "1", "AT"], "ERR syntax error, AT needs a value"),
+        (&["CL.THROTTLE", "k", "9223372036854775807", "1", "1"], "ERR max_burst must be at most 9223372036854775806"),
+        (&["CL.THROTTLE", "k", "1", "1", "9223372036855"], "ERR period must be at most 9223372036854 seconds"),
         (&["RL.INFO"],                                   "ERR wrong number of arguments for 'rl.info' command"),
         (&["RL.INFO", "k", "x"],                         "ERR wrong number of arguments for 'rl.info' command"),
         (&["RL._RESTORE", "k", "garbage"],               "ERR invalid rate limiter payload"),
@@ -562,5 +565,55 @@ fn info_describes_without_changing() {
             Reply::Bulk(b"algorithm".to_vec()),
             Reply::Bulk(b"gcra".to_vec())
         )
+    );
+}
+
+/// Reproducer: a parameter change rounded the converted backlog down, in the client's favour.
+/// CL.THROTTLE c1 2 2 8400 is burst 3, one unit per 4200 s; 1 µs before the unit drained, the
+/// new parameters (burst 1, 10 per hour) must still see 1 µs of backlog and limit the call.
+#[test]
+fn throttle_parameter_change_rounds_against_the_client() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        c.ints(&[
+            "CL.THROTTLE",
+            "c1",
+            "2",
+            "2",
+            "8400",
+            "1",
+            "AT",
+            "1795459239944.343"
+        ]),
+        [0, 3, 2, -1, 4200]
+    );
+    // Limited by the backlog's last tick (0.1 µs at 10 per hour): 1 µs, which redis-cell's
+    // rounding (whole ms, then seconds up) shows as 0 s.
+    assert_eq!(
+        c.ints(&[
+            "CL.THROTTLE",
+            "c1",
+            "0",
+            "10",
+            "3600",
+            "1",
+            "AT",
+            "1795463439944.342"
+        ]),
+        [1, 1, 0, 0, 0]
+    );
+    assert_eq!(
+        c.ints(&[
+            "CL.THROTTLE",
+            "c1",
+            "0",
+            "10",
+            "3600",
+            "1",
+            "AT",
+            "1795463439944.343"
+        ]),
+        [0, 1, 0, -1, 360]
     );
 }

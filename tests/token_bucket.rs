@@ -92,3 +92,40 @@ fn tokenbucket_key_expires_when_the_bucket_is_full_again() {
         ],
     );
 }
+
+/// Reproducer: a parameter change rounded the kept tokens up, in the client's favour. Emptied
+/// at t, the bucket of 2 per 3 minutes holds 1.99999999 tokens 1 µs before t + 3 min; as 7 per
+/// minute it must deny 2 (exact arithmetic does), and grant 1.
+#[test]
+fn tokenbucket_parameter_change_rounds_against_the_client() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let call = |c: &mut Conn, refill: &str, period: &str, cost: &str, at: &str| {
+        c.ints(&[
+            "RL.TOKENBUCKET",
+            "t1",
+            "2",
+            refill,
+            period,
+            "COST",
+            cost,
+            "AT",
+            at,
+        ])
+    };
+    assert_eq!(
+        call(&mut c, "2", "3m", "2", "2541131987215.912"),
+        [2, 2, 0, 0, 180000]
+    );
+    // The fraction kept is rounded down to the new grid (1/60000000 token): one such tick is
+    // missing, back in 1/7 µs (1 ms, rounded up).
+    assert_eq!(
+        call(&mut c, "7", "60000ms", "2", "2541132167215.911"),
+        [0, 2, 1, 1, 1]
+    );
+    // One token taken: full again in 60/7 s and 1/7 µs, 8572 ms rounded up.
+    assert_eq!(
+        call(&mut c, "7", "60000ms", "1", "2541132167215.911"),
+        [1, 2, 0, 0, 8572]
+    );
+}

@@ -5,8 +5,8 @@
 
 use crate::core::Micros;
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::Request;
+use crate::core::param::MAX_PARAM;
 use crate::core::time::{MAX_TIME, US_PER_MS};
 use crate::error::{RlError, is_printable, push_escaped};
 

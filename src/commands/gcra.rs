@@ -4,6 +4,7 @@ use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::state::Stored;
+use crate::core::{CoreError, MUST_FIT_DURATION};
 use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
 
@@ -31,18 +32,19 @@ impl LimiterCommand for GcraCommand {
     const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        parse_schedule(items, ["burst", "rate"])
+        parse_schedule(items, ["burst", "rate", "burst * period / rate"])
     }
 }
 
 /// `cmd key <units> <rate> <period> [options]`: the arguments of every command on the GCRA
-/// schedule (RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET), with the names each gives the first two.
+/// schedule (RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET), with the names each gives the first two
+/// and their span (`units * period / rate`, named when it is too long).
 ///
 /// # Errors
 /// Arity, a count that is not a positive integer, a bad duration, the shared options' errors.
 pub fn parse_schedule(
     items: &[&[u8]],
-    [units, rate]: [&'static str; 2],
+    [units, rate, span]: [&'static str; 3],
 ) -> Result<Parsed<GcraParams>, RlError> {
     let mut args = Args::new(items);
     let _name = args.required()?;
@@ -50,9 +52,17 @@ pub fn parse_schedule(
     let units = positive(args.required()?, units)?;
     let rate = positive(args.required()?, rate)?;
     let period = duration(args.required()?, "period")?;
-    let params = GcraParams::new(units, rate, period)?;
+    let params = GcraParams::new(units, rate, period).map_err(|e| spanned(e, span))?;
     let opts = Options::parse(&mut args, |_, _| Ok(false))?;
     Ok(Parsed { params, opts })
+}
+
+/// The error for `e`, naming the arguments as `span` when the limiter's span is too long.
+pub fn spanned(e: CoreError, span: &'static str) -> RlError {
+    match e {
+        CoreError::SpanTooLong => RlError::Invalid(span, MUST_FIT_DURATION),
+        e => e.into(),
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,13 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         fields.push((param, int(value)));
     }
     if let Some(decision) = decision {
-        fields.extend(decision_fields(&decision));
+        // No name twice (a RESP3 map key must be unique): a parameter named like a reply field
+        // (FIXED's `limit`) holds the same value, and is shown once, as the parameter.
+        for (name, value) in decision_fields(&decision) {
+            if !fields.iter().any(|(n, _)| *n == name) {
+                fields.push((name, value));
+            }
+        }
     }
     let blocked = state
         .extras

@@ -32,6 +32,6 @@ impl LimiterCommand for LeakyBucketCommand {
     const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        parse_schedule(items, ["capacity", "rate"])
+        parse_schedule(items, ["capacity", "rate", "capacity * period / rate"])
     }
 }

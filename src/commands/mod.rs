@@ -42,7 +42,7 @@ pub mod token_bucket;
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::config;
@@ -158,12 +158,23 @@ pub fn replicate_with_at(
     ffi::replicate::replicate(ctx, name, &out);
 }
 
-/// The evaluation time of a call: the server's clock, or `at` when given.
+/// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
+/// `ratelimit.at-max-ahead` ahead of the server's clock is refused, unless the call comes from
+/// the master or the AOF (it carries the master's resolved time, which must be applied as is).
 ///
 /// # Errors
-/// None yet; the bound on `AT` ahead of the server's clock goes here.
-pub fn evaluation_time(_ctx: &Context, at: Option<Micros>) -> Result<Micros, RlError> {
-    Ok(at.unwrap_or_else(server_now))
+/// [`RlError::AtAhead`].
+pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlError> {
+    let Some(at) = at else {
+        return Ok(server_now());
+    };
+    let exempt = ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    match config::at_max_ahead_us() {
+        Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
+        _ => Ok(at),
+    }
 }
 
 /// Open `name` for a command on limiter keys (`cmd`, named in the error on a stream key).

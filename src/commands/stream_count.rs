@@ -9,11 +9,11 @@
 use redis_module::{CallOptionsBuilder, CallResult, Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::evaluation_time;
 use crate::core::Micros;
 use crate::core::stream_count::{Plan, next_id, plan, window_start_ms};
 use crate::core::time::ceil_ms;
 use crate::error::{RlError, printable};
-use crate::ffi::clock::server_now;
 use crate::ffi::stream::{Scan, ScanError, scan};
 use crate::stats;
 
@@ -96,7 +96,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req = StreamCountRequest::parse(&bytes)?;
     let key = args.get(1).ok_or(RlError::Arity)?;
     let key_bytes = key.as_slice();
-    let now = req.at.unwrap_or_else(server_now);
+    let now = evaluation_time(ctx, req.at)?;
     let from_ms = window_start_ms(now, req.window);
 
     let (total, last) = match scan(ctx, key, from_ms).map_err(scan_error)? {

@@ -12,9 +12,10 @@ use std::ffi::CStr;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, non_negative, positive};
+use crate::commands::gcra::spanned;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
-use crate::core::gcra::{Gcra, GcraParams};
+use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};
 use crate::core::limiter::{Decision, Retry, Verdict};
 use crate::core::time::{US_PER_MS, US_PER_SEC};
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg};
@@ -23,6 +24,11 @@ use crate::stats::{self, CommandStats};
 
 /// CL.THROTTLE.
 pub struct ThrottleCommand;
+
+/// What max_burst must be: one less than GCRA's largest burst.
+const MAX_BURST_BOUND: &str = "must be at most 9223372036854775806";
+/// What period must be: GCRA's longest period, in whole seconds.
+const PERIOD_BOUND: &str = "must be at most 9223372036854 seconds";
 
 /// redis-cell's rounding: the duration in whole milliseconds, then seconds rounded up.
 fn cell_seconds(us: Micros) -> i64 {
@@ -63,6 +69,12 @@ impl LimiterCommand for ThrottleCommand {
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         // redis-cell's arguments, optionally followed by `AT t` (our extension, which is also how
         // a call replicates: the same command with its evaluation time).
+        // `AT` as the last argument has no value (not a quantity called "AT").
+        if matches!(items.len(), 6 | 7)
+            && items.last().is_some_and(|t| t.eq_ignore_ascii_case(b"AT"))
+        {
+            return Err(RlError::NeedsValue("AT"));
+        }
         let at_index = match items.len() {
             5 | 6 => None,
             7 | 8 => Some(items.len().saturating_sub(2)),
@@ -87,9 +99,17 @@ impl LimiterCommand for ThrottleCommand {
             Some(t) => Some(at_time(t)?),
             None => None,
         };
-        let burst = max_burst.checked_add(1).ok_or(RlError::Overflow)?;
-        let period = period_s.checked_mul(US_PER_SEC).ok_or(RlError::Overflow)?;
-        let params = GcraParams::new(burst, count, period).map_err(|_| RlError::Overflow)?;
+        // GCRA's burst is one more than max_burst, its period in µs: both must fit its bounds.
+        let burst = max_burst
+            .checked_add(1)
+            .filter(|&b| b <= MAX_PARAM)
+            .ok_or(RlError::Invalid("max_burst", MAX_BURST_BOUND))?;
+        let period = period_s
+            .checked_mul(US_PER_SEC)
+            .filter(|&p| p <= MAX_PARAM)
+            .ok_or(RlError::Invalid("period", PERIOD_BOUND))?;
+        let params = GcraParams::new(burst, count, period)
+            .map_err(|e| spanned(e, "(max_burst + 1) * period / count per period"))?;
         let opts = Options {
             cost: quantity,
             at,
@@ -127,6 +147,41 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_in_messages_are_the_constants() {
+        assert_eq!(
+            MAX_BURST_BOUND,
+            format!("must be at most {}", MAX_PARAM - 1)
+        );
+        assert_eq!(
+            PERIOD_BOUND,
+            format!("must be at most {} seconds", MAX_PARAM / US_PER_SEC)
+        );
+    }
+
+    #[test]
+    fn throttle_at_needs_a_value() {
+        let parse = |items: &[&str]| {
+            let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+            ThrottleCommand::parse(&bytes)
+                .map(|p| p.opts)
+                .map_err(|e| e.to_string())
+        };
+        for items in [
+            &["cl.throttle", "k", "1", "1", "1", "AT"][..],
+            &["cl.throttle", "k", "1", "1", "1", "2", "at"],
+        ] {
+            assert_eq!(
+                parse(items).unwrap_err(),
+                "ERR syntax error, AT needs a value"
+            );
+        }
+        let o = parse(&["cl.throttle", "k", "1", "1", "1", "AT", "5"]).unwrap();
+        assert_eq!((o.cost, o.at), (1, Some(5_000)));
+        let o = parse(&["cl.throttle", "k", "1", "1", "1", "2", "AT", "5"]).unwrap();
+        assert_eq!((o.cost, o.at), (2, Some(5_000)));
+    }
 
     #[test]
     fn cell_seconds_round_like_redis_cell() {

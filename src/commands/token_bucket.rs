@@ -32,6 +32,6 @@ impl LimiterCommand for TokenBucketCommand {
     const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
-        parse_schedule(items, ["capacity", "refill"])
+        parse_schedule(items, ["capacity", "refill", "capacity * period / refill"])
     }
 }

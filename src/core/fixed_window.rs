@@ -18,8 +18,8 @@
 //!   window until that instant.
 
 use crate::core::error::CoreError;
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{MUST_BE_POSITIVE_DURATION, check_count, check_duration};
 use crate::core::time::Micros;
 use crate::core::varint::{self, Reader};
 
@@ -35,18 +35,13 @@ impl FixedParams {
     /// Validate the parameters; `offset` is reduced modulo `window`.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
     pub fn new(limit: u64, window: Micros, offset: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(limit) {
-            return Err(CoreError::InvalidParam("limit"));
-        }
-        if !ok(window) {
-            return Err(CoreError::InvalidParam("window"));
-        }
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
         let offset = offset
             .checked_rem(window)
-            .ok_or(CoreError::InvalidParam("window"))?;
+            .ok_or(CoreError::InvalidParam("window", MUST_BE_POSITIVE_DURATION))?;
         Ok(FixedParams {
             limit,
             window,
@@ -217,6 +212,7 @@ impl Algorithm for Fixed {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::param::MAX_PARAM;
     use proptest::prelude::*;
 
     use super::*;
@@ -283,11 +279,14 @@ mod tests {
     fn fixed_rejects_zero_parameters() {
         assert_eq!(
             FixedParams::new(0, 1, 0),
-            Err(CoreError::InvalidParam("limit"))
+            Err(CoreError::InvalidParam(
+                "limit",
+                crate::core::MUST_BE_POSITIVE
+            ))
         );
         assert_eq!(
             FixedParams::new(1, 0, 0),
-            Err(CoreError::InvalidParam("window"))
+            Err(CoreError::InvalidParam("window", MUST_BE_POSITIVE_DURATION))
         );
         assert!(FixedParams::new(MAX_PARAM, MAX_PARAM, u64::MAX).is_ok());
         assert!(FixedParams::new(MAX_PARAM + 1, 1, 0).is_err());

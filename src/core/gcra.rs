@@ -13,18 +13,18 @@
 //!
 //! Changing the parameters of a live limiter keeps the units already used ([`Carry`]): GCRA and
 //! the leaky bucket convert the backlog `max(TAT − now, 0)` to units at the old `T` and back to
-//! time at the new one (rounding down); the token bucket keeps its tokens instead (rounding up,
-//! capped at the new capacity). Either way the rounding favours the client, so a raised limit
-//! never denies more than before.
+//! time at the new one (rounding up to the new tick); the token bucket keeps its tokens instead
+//! (rounding down, capped at the new capacity). Either way the rounding is against the client
+//! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
+//! exact on every tick grid, a raised limit still never denies more than before.
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Verdict};
-use crate::core::time::Micros;
+use crate::core::param::{check_count, check_duration};
+use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
-/// The largest count or duration (µs) a parameter may have: replies are signed 64-bit, and with
-/// this bound every product below fits in 128 bits.
-pub const MAX_PARAM: u64 = i64::MAX as u64;
+pub use crate::core::param::MAX_PARAM;
 
 /// Validated parameters: `burst` units at once, `rate` units per `period` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,17 +38,19 @@ impl GcraParams {
     /// Validate the parameters (the commands name them in their own words: `capacity`, `refill`).
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`];
+    /// [`CoreError::SpanTooLong`] when `burst · period / rate` is above [`MAX_SPAN`].
     pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(burst) {
-            return Err(CoreError::InvalidParam("burst"));
-        }
-        if !ok(rate) {
-            return Err(CoreError::InvalidParam("rate"));
-        }
-        if !ok(period) {
-            return Err(CoreError::InvalidParam("period"));
+        let burst = check_count(burst, "burst")?;
+        let rate = check_count(rate, "rate")?;
+        let period = check_duration(period, "period")?;
+        // Every duration a reply or expiry holds (reset, retry, queue delay) is at most the
+        // time a full limiter takes to drain: `burst · T`, rounded up.
+        let span = u128::from(burst)
+            .checked_mul(u128::from(period))
+            .map(|w| w.div_ceil(u128::from(rate)));
+        if span.is_none_or(|span| span > u128::from(MAX_SPAN)) {
+            return Err(CoreError::SpanTooLong);
         }
         Ok(GcraParams {
             burst,
@@ -77,20 +79,32 @@ fn overflow<T>(v: Option<T>) -> Result<T, CoreError> {
     v.ok_or(CoreError::Overflow)
 }
 
-/// `ticks / rate`, rounded up, as µs (saturating).
+/// `ticks / rate`, rounded up, as µs (saturating): a point in time.
 fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
     let us = ticks.div_ceil(u128::from(rate.max(1)));
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
+/// `ticks / rate`, rounded up, as a duration in µs of at most [`MAX_SPAN`]. Validated
+/// parameters keep every duration of their own state within it; only a state carried over
+/// from other parameters can exceed it, which is refused rather than capped.
+fn span_us(ticks: u128, rate: u64) -> Result<Micros, CoreError> {
+    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    u64::try_from(us)
+        .ok()
+        .filter(|&us| us <= MAX_SPAN)
+        .ok_or(CoreError::StateTooLong)
+}
+
 /// What a schedule keeps when it is called with other parameters than it was written with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Carry {
-    /// The backlog `max(TAT − now, 0)` in units, rounded down and not capped: GCRA's units
-    /// used, the leaky bucket's level (an over-full bucket drains before it accepts again).
+    /// The backlog `max(TAT − now, 0)` in units, rounded up to the new tick and not capped:
+    /// GCRA's units used, the leaky bucket's level (an over-full bucket drains before it
+    /// accepts again).
     Backlog,
-    /// The free units `burst − backlog`, rounded up and capped at the new burst: the token
-    /// bucket's tokens.
+    /// The free units `burst − backlog`, rounded down to the new tick and capped at the new
+    /// burst: the token bucket's tokens.
     Free,
 }
 
@@ -160,12 +174,13 @@ impl Schedule {
             }
             overflow(whole.checked_add(frac))
         };
+        // Both round against the client: more backlog, fewer free units.
         match carry {
-            Carry::Backlog => overflow(now_new.checked_add(rescale(backlog, false)?)),
+            Carry::Backlog => overflow(now_new.checked_add(rescale(backlog, true)?)),
             Carry::Free => {
                 let old_window = overflow(u128::from(old.burst).checked_mul(old_period))?;
                 let new_window = overflow(u128::from(params.burst).checked_mul(new_period))?;
-                let free = rescale(old_window.saturating_sub(backlog), true)?.min(new_window);
+                let free = rescale(old_window.saturating_sub(backlog), false)?.min(new_window);
                 overflow(now_new.checked_add(new_window.saturating_sub(free)))
             }
         }
@@ -212,7 +227,7 @@ impl Schedule {
                     .and_then(|d| after.checked_add(d)),
             )?
             .saturating_sub(window);
-            Ok(ticks_to_us(need.saturating_sub(now_t), rate))
+            span_us(need.saturating_sub(now_t), rate)
         })?;
         Ok(Evaluation {
             verdict: Verdict {
@@ -220,9 +235,9 @@ impl Schedule {
                 limit: params.burst,
                 remaining: avail.saturating_sub(granted),
                 retry,
-                reset_after: ticks_to_us(after.saturating_sub(now_t), rate),
+                reset_after: span_us(after.saturating_sub(now_t), rate)?,
             },
-            queue_delay: ticks_to_us(base.saturating_sub(now_t), rate),
+            queue_delay: span_us(base.saturating_sub(now_t), rate)?,
         })
     }
 
@@ -593,6 +608,41 @@ mod tests {
         assert_eq!(r.granted, 0);
     }
 
+    #[test]
+    fn gcra_refuses_parameters_whose_span_does_not_fit() {
+        // Reproducer: the reset of a full bucket would be 9.9e22 µs, beyond any reply or expiry.
+        assert_eq!(
+            GcraParams::new(1_000_000_000_961, 10_093, 1_000_000_000_000_000),
+            Err(CoreError::SpanTooLong)
+        );
+        // The bound is exact: burst · period / rate, rounded up, at most MAX_SPAN.
+        assert!(GcraParams::new(1, 1, MAX_SPAN).is_ok());
+        assert!(GcraParams::new(2, 2, MAX_SPAN).is_ok());
+        assert_eq!(
+            GcraParams::new(2, 1, MAX_SPAN / 2 + 1),
+            Err(CoreError::SpanTooLong)
+        );
+        assert!(GcraParams::new(2, 1, MAX_SPAN / 2).is_ok());
+        assert_eq!(
+            GcraParams::new(3, 2, MAX_SPAN / 3 * 2 + 1),
+            Err(CoreError::SpanTooLong)
+        );
+    }
+
+    #[test]
+    fn gcra_refuses_a_carried_backlog_that_would_not_fit() {
+        // A million units queued, then one unit per 10^15 µs: 10^21 µs to drain.
+        let mut s = None;
+        run(
+            &mut s,
+            &params(1_000_000, 1_000_000, SEC),
+            &Request::new(1_000_000, T0),
+        );
+        let slow = params(1, 1, 1_000_000_000 * SEC);
+        let out = apply::<Gcra>(s.as_mut(), &slow, &Request::new(1, T0), 100);
+        assert_eq!(out.unwrap_err(), CoreError::StateTooLong);
+    }
+
     fn arb_params() -> impl Strategy<Value = GcraParams> {
         (
             1u64..20,
@@ -626,6 +676,239 @@ mod tests {
                 }),
             1..60,
         )
+    }
+
+    /// Parameter sets whose periods do not divide one another (a conversion between them has
+    /// a fraction), including those of the reproducers.
+    fn changing_params() -> Vec<GcraParams> {
+        vec![
+            params(2, 2, 180 * SEC),
+            params(2, 7, 60 * SEC),
+            params(3, 2, 8_400 * SEC),
+            params(1, 10, 3_600 * SEC),
+            params(5, 3, SEC),
+            params(4, 1000, 7_000),
+            params(7, 11, 13_000_000),
+        ]
+    }
+
+    /// The exact model of a schedule across parameter changes: the level in units, as a
+    /// rational with the common denominator `den` (a multiple of every period, so draining
+    /// `rate / period` units per µs is exact). `free` reads it as the token bucket (tokens are
+    /// kept, capped at the new capacity); otherwise the backlog is kept, uncapped.
+    struct Exact {
+        den: u128,
+        free: bool,
+        /// Stored parameters, level (units × den; tokens for the token bucket), last update.
+        stored: Option<(GcraParams, u128, u64)>,
+    }
+
+    impl Exact {
+        fn new(sets: &[GcraParams], free: bool) -> Self {
+            fn gcd(a: u128, b: u128) -> u128 {
+                if b == 0 { a } else { gcd(b, a % b) }
+            }
+            let den = sets.iter().fold(1u128, |l, p| {
+                let q = u128::from(p.period);
+                l / gcd(l, q) * q
+            });
+            Exact {
+                den,
+                free,
+                stored: None,
+            }
+        }
+
+        /// Units available at `now` under `p`, exactly, as units × den.
+        fn room(&self, p: &GcraParams, now: u64) -> (u64, u128) {
+            let cap = u128::from(p.burst) * self.den;
+            let Some((q, level, last)) = self.stored else {
+                return (now, cap);
+            };
+            let t = now.max(last);
+            let flow =
+                u128::from(t - last) * u128::from(q.rate) * (self.den / u128::from(q.period));
+            let room = if self.free {
+                let qcap = u128::from(q.burst) * self.den;
+                (level + flow).min(qcap).min(cap)
+            } else {
+                cap.saturating_sub(level.saturating_sub(flow))
+            };
+            (t, room)
+        }
+
+        fn charge(&mut self, p: &GcraParams, now: u64, granted: u64) {
+            let (t, room) = self.room(p, now);
+            let g = u128::from(granted) * self.den;
+            let level = if self.free {
+                room - g
+            } else {
+                // The backlog: capacity minus room, which may exceed the capacity (uncapped).
+                let Some((q, level, last)) = self.stored else {
+                    self.stored = Some((*p, g, t));
+                    return;
+                };
+                let flow =
+                    u128::from(t - last) * u128::from(q.rate) * (self.den / u128::from(q.period));
+                level.saturating_sub(flow) + g
+            };
+            self.stored = Some((*p, level, t));
+        }
+    }
+
+    /// Run random calls with random parameter changes against [`Exact`]: the implementation
+    /// never grants a unit the exact model denies, and is stricter by less than one unit.
+    fn check_against_exact<A: crate::core::state::Stored<Params = GcraParams>>(
+        free: bool,
+        start: u64,
+        steps: &[(u64, usize, u64, bool)],
+    ) -> Result<(), TestCaseError> {
+        let sets = changing_params();
+        let mut exact = Exact::new(&sets, free);
+        let mut s: Option<LimiterState> = None;
+        let mut t = start;
+        for &(dt, which, cost, be) in steps {
+            t += if dt >= NEAR { 0 } else { dt };
+            // Some steps land within a µs or two of the instant a stored unit comes back,
+            // where rounding decides.
+            if let (Some((q, ..)), Some(delta)) = (exact.stored, dt.checked_sub(NEAR)) {
+                let whole = |at: u64| exact.room(&q, at).1 / exact.den;
+                let now_units = whole(t);
+                let (mut lo, mut hi) = (0u64, 1u64 << 45);
+                if whole(t + hi) > now_units {
+                    while hi - lo > 1 {
+                        let mid = lo + (hi - lo) / 2;
+                        if whole(t + mid) > now_units {
+                            hi = mid
+                        } else {
+                            lo = mid
+                        }
+                    }
+                    t = (t + hi + delta).saturating_sub(2);
+                }
+            }
+            let p = &sets[which % sets.len()];
+            let (_, room) = exact.room(p, t);
+            let exact_avail = (room / exact.den) as u64;
+            let peek = Request {
+                peek: true,
+                ..Request::new(0, t)
+            };
+            let out = apply::<A>(s.as_mut(), p, &peek, 10).unwrap();
+            let avail = out.verdict.remaining;
+            prop_assert!(avail <= exact_avail, "{avail} > exact {exact_avail} at {t}");
+            prop_assert!(
+                avail + 1 >= exact_avail,
+                "{avail} << exact {exact_avail} at {t}"
+            );
+            let req = Request {
+                best_effort: be,
+                ..Request::new(cost, t)
+            };
+            let out = apply::<A>(s.as_mut(), p, &req, 10).unwrap();
+            if let crate::core::flow::Write::Created(new) = out.write {
+                s = Some(new);
+            }
+            let g = out.verdict.granted;
+            prop_assert!(g <= exact_avail, "granted {g} > exact {exact_avail} at {t}");
+            if g > 0 {
+                exact.charge(p, t, g);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn parameter_change_rounds_against_the_client() {
+        // Reproducers. A token bucket of 2 per 3 min, emptied, then 1 µs short of 3 minutes
+        // later holds 1.99999999 tokens; converted to 7 per minute it must not grant 2.
+        let mut s = None;
+        let take = |s: &mut Option<LimiterState>, p: &GcraParams, cost, at| {
+            let out = apply::<crate::core::token_bucket::TokenBucket>(
+                s.as_mut(),
+                p,
+                &Request::new(cost, at),
+                10,
+            )
+            .unwrap();
+            if let crate::core::flow::Write::Created(new) = out.write {
+                *s = Some(new);
+            }
+            out.verdict.granted
+        };
+        let t = 2_541_131_987_215_912;
+        assert_eq!(take(&mut s, &params(2, 2, 180 * SEC), 2, t), 2);
+        assert_eq!(
+            take(&mut s, &params(2, 7, 60 * SEC), 2, t + 180 * SEC - 1),
+            0
+        );
+        assert_eq!(
+            take(&mut s, &params(2, 7, 60 * SEC), 1, t + 180 * SEC - 1),
+            1
+        );
+        // CL.THROTTLE c1 2 2 8400 (burst 3, one unit per 4200 s), then 1 µs before the unit
+        // has drained, burst 1 at 10 per hour: 1 µs of backlog is still a backlog.
+        let mut s = None;
+        let t = 1_795_459_239_944_343;
+        assert_eq!(
+            run(&mut s, &params(3, 2, 8_400 * SEC), &Request::new(1, t)).granted,
+            1
+        );
+        let later = t + 4_200 * SEC - 1;
+        assert_eq!(
+            run(&mut s, &params(1, 10, 3_600 * SEC), &Request::new(1, later)).granted,
+            0
+        );
+        assert_eq!(
+            run(
+                &mut s,
+                &params(1, 10, 3_600 * SEC),
+                &Request::new(1, later + 1)
+            )
+            .granted,
+            1
+        );
+    }
+
+    /// A step's `dt` at or above this means: go to 2 µs before the next unit comes back, plus
+    /// `dt − NEAR`.
+    const NEAR: u64 = u64::MAX - 4;
+
+    fn exact_steps() -> impl Strategy<Value = Vec<(u64, usize, u64, bool)>> {
+        prop::collection::vec(
+            (
+                prop_oneof![
+                    0u64..3,
+                    0u64..2_000_000,
+                    0u64..20_000_000_000,
+                    NEAR..=u64::MAX
+                ],
+                0usize..7,
+                0u64..8,
+                any::<bool>(),
+            ),
+            1..50,
+        )
+    }
+
+    proptest! {
+        /// GCRA across parameter changes never grants what exact arithmetic would deny.
+        #[test]
+        fn gcra_parameter_changes_match_exact_arithmetic(start in T0..T0 + SEC, steps in exact_steps()) {
+            check_against_exact::<Gcra>(false, start, &steps)?;
+        }
+
+        /// The leaky bucket keeps its level across changes, never in the client's favour.
+        #[test]
+        fn leaky_bucket_parameter_changes_match_exact_arithmetic(start in T0..T0 + SEC, steps in exact_steps()) {
+            check_against_exact::<crate::core::leaky_bucket::LeakyBucket>(false, start, &steps)?;
+        }
+
+        /// The token bucket keeps its tokens across changes, never in the client's favour.
+        #[test]
+        fn token_bucket_parameter_changes_match_exact_arithmetic(start in T0..T0 + SEC, steps in exact_steps()) {
+            check_against_exact::<crate::core::token_bucket::TokenBucket>(true, start, &steps)?;
+        }
     }
 
     proptest! {

@@ -130,8 +130,8 @@ mod tests {
                     let t = now.max(last);
                     let level = level.saturating_sub(u128::from(t - last) * u128::from(q.rate()));
                     // Other parameters: the same queued units in units of the new period
-                    // (rounded down), even above the new capacity.
-                    (t, level * per / u128::from(q.period()))
+                    // (rounded up, against the client), even above the new capacity.
+                    (t, (level * per).div_ceil(u128::from(q.period())))
                 }
             };
             let rate = u128::from(p.rate());

@@ -23,7 +23,7 @@
 
 //!
 //! Layers, each importing only those above it (no circle):
-//! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `dedup`,
+//! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
 //!   `extras` (a key's ids and block),
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
@@ -44,6 +44,7 @@ pub mod kind;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod multi;
+pub mod param;
 pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;
@@ -57,5 +58,9 @@ pub mod varint;
 pub use error::CoreError;
 pub use kind::Kind;
 pub use limiter::{Algorithm, Decision, Refund, Request, Retry, Verdict};
+pub use param::{
+    MUST_BE_POSITIVE, MUST_BE_POSITIVE_DURATION, MUST_FIT_COUNT, MUST_FIT_DURATION, check_count,
+    check_duration,
+};
 pub use state::{LimiterState, Stored};
 pub use time::Micros;

@@ -180,6 +180,17 @@ fn combine(granted: u64, verdicts: &[Verdict]) -> Verdict {
     }
 }
 
+/// One limiter's wait before the full `cost` is granted, from the verdict of evaluating it
+/// (without BESTEFFORT): 0 when it would grant now (a leaky bucket's queue delay is the wait of
+/// a granted request, not a wait before granting).
+fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
+    if v.granted == cost {
+        Retry::Granted
+    } else {
+        v.retry
+    }
+}
+
 /// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
 /// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
 ///
@@ -277,7 +288,7 @@ pub fn apply_all(
                 .map(|(((slot, spec), now), asked)| {
                     spec.evaluate(slot.state(), *now, 0, false)
                         .map(|current| Verdict {
-                            retry: asked.retry,
+                            retry: retry_for_full_cost(&asked, req.cost),
                             ..current
                         })
                 })
@@ -288,12 +299,15 @@ pub fn apply_all(
                 blocked: true,
             });
         }
-        // Nothing is charged: each limiter's current state, with its own retry.
-        let verdicts: Vec<Verdict> = each(0, false)?
+        // Nothing was charged: each limiter's current state, with its retry for the full cost
+        // from that state (not from the state a BESTEFFORT evaluation would have left).
+        let now_state = each(0, false)?;
+        let full = each(req.cost, false)?;
+        let verdicts: Vec<Verdict> = now_state
             .into_iter()
-            .zip(&first)
+            .zip(&full)
             .map(|(current, v)| Verdict {
-                retry: v.retry,
+                retry: retry_for_full_cost(v, req.cost),
                 ..current
             })
             .collect();
@@ -334,7 +348,7 @@ pub fn apply_all(
             // Granted in full: 0, or a leaky bucket's queue delay.
             v.retry
         } else {
-            spec.evaluate(after, now, req.cost, false)?.retry
+            retry_for_full_cost(&spec.evaluate(after, now, req.cost, false)?, req.cost)
         };
         verdicts.push(Verdict { retry, ..current });
         writes.push((!req.peek).then_some(expires_at));
@@ -354,8 +368,10 @@ mod tests {
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::leaky_bucket::LeakyBucket;
     use crate::core::limiter::Decision;
+    use crate::core::param::MAX_PARAM;
     use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::time::MAX_TIME;
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
@@ -365,23 +381,58 @@ mod tests {
         AnyParams::of::<Gcra>(&GcraParams::new(b, r, p).unwrap())
     }
 
+    /// One call with the single-limiter command of `spec`: the units it granted.
+    fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
+        fn go<A: Stored>(
+            s: &mut Option<LimiterState>,
+            spec: &A,
+            req: &Request,
+        ) -> crate::core::flow::Outcome {
+            apply::<A>(s.as_mut(), spec.params(), req, 10).unwrap()
+        }
+        let out = dispatch!(&spec.0, a => go(s, a, req));
+        if let Write::Created(new) = out.write {
+            *s = Some(new);
+        }
+        out.verdict.granted
+    }
+
+    /// The exact wait (µs) before one limiter alone grants `cost`, found by probing it with
+    /// PEEK calls (bisection on the time, as grants only get easier while nothing is charged),
+    /// not computed by any algorithm's retry formula; `None` when it never does.
+    fn probe_retry(s: &Option<LimiterState>, spec: &AnyParams, now: u64, cost: u64) -> Option<u64> {
+        let grants = |at: u64| {
+            let req = Request {
+                peek: true,
+                ..Request::new(cost, at)
+            };
+            one(&mut s.clone(), spec, &req) == cost
+        };
+        if grants(now) {
+            return Some(0);
+        }
+        let mut hi = 1u64;
+        while !grants(now + hi) {
+            hi *= 2;
+            if hi > 1 << 45 {
+                return None;
+            }
+        }
+        let mut lo = 0;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if grants(now + mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(hi)
+    }
+
     /// The same call made with each single-limiter command, peeking first: the model of "all or
     /// nothing".
     fn model(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> u64 {
-        fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
-            fn go<A: Stored>(
-                s: &mut Option<LimiterState>,
-                spec: &A,
-                req: &Request,
-            ) -> crate::core::flow::Outcome {
-                apply::<A>(s.as_mut(), spec.params(), req, 10).unwrap()
-            }
-            let out = dispatch!(&spec.0, a => go(s, a, req));
-            if let Write::Created(new) = out.write {
-                *s = Some(new);
-            }
-            out.verdict.granted
-        }
         let peek = Request { peek: true, ..*req };
         let granted: Vec<u64> = states
             .iter_mut()
@@ -509,5 +560,144 @@ mod tests {
                 prop_assert_eq!(&a, &b);
             }
         }
+
+        /// A call not granted in full replies, as retry, the longest of each limiter's exact
+        /// wait for the full cost from the state the call leaves (would leave, for PEEK) (units a BESTEFFORT call did
+        /// not charge are not charged), and the same call after that wait is granted.
+        #[test]
+        fn all_retry_is_the_longest_exact_wait(
+            specs in prop::collection::vec(arb_spec(), 1..4),
+            ops in prop::collection::vec((0u64..800_000, 1u64..6, any::<bool>(), any::<bool>()), 1..30),
+        ) {
+            let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
+            let mut t = T0;
+            for (dt, cost, be, peek) in ops {
+                t += dt;
+                let req = Request { best_effort: be, peek, ..Request::new(cost, t) };
+                // A PEEK replies as if the call were made: the state it would leave.
+                let mut left = a.clone();
+                run(&mut left, &specs, &Request { peek: false, ..req });
+                let d = run(&mut a, &specs, &req);
+                if d.granted as u64 == cost {
+                    continue;
+                }
+                let waits: Option<Vec<u64>> =
+                    left.iter().zip(&specs).map(|(s, p)| probe_retry(s, p, t, cost)).collect();
+                let want = waits.map_or(-1, |w| crate::core::time::ceil_ms(w.into_iter().max().unwrap()));
+                prop_assert_eq!(d.retry_after_ms, want);
+                if want >= 0 {
+                    let later = Request { peek: true, ..Request::new(cost, t + want as u64 * 1000) };
+                    prop_assert_eq!(run(&mut left.clone(), &specs, &later).granted as u64, cost);
+                }
+            }
+        }
+    }
+
+    /// A count or duration biased to the edges: small, near `max`, or anywhere up to it.
+    fn edgy(max: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![1u64..4, (max - 3)..=max, 1u64..=max]
+    }
+
+    /// Any parameters the parsers accept (the same constructors validate them), biased to the
+    /// largest values.
+    fn arb_extreme_spec() -> impl Strategy<Value = AnyParams> {
+        let ms = |v: u64| (v / 1000).max(1) * 1000;
+        (
+            0u8..6,
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+            edgy(MAX_PARAM),
+        )
+            .prop_filter_map("parameters the parser refuses", move |(k, a, b, d, e)| {
+                let g = GcraParams::new(a, b, d);
+                Some(match k {
+                    0 => AnyParams::of::<Gcra>(&g.ok()?),
+                    1 => AnyParams::of::<TokenBucket>(&g.ok()?),
+                    2 => AnyParams::of::<LeakyBucket>(&g.ok()?),
+                    3 => AnyParams::of::<Fixed>(&FixedParams::new(a, d, e).ok()?),
+                    4 => AnyParams::of::<SlidingCounter>(&SlidingCounterParams::new(a, d).ok()?),
+                    _ => {
+                        let (w, p) = (ms(d), ms(e));
+                        AnyParams::of::<SlidingLog>(
+                            &SlidingParams::new(a, w.max(p), w.min(p)).ok()?,
+                        )
+                    }
+                })
+            })
+    }
+
+    proptest! {
+        /// For any parameters the parsers accept and any time up to MAX_TIME, every result is
+        /// computed (no overflow error) and within MAX_SPAN: nothing had to be capped, and the
+        /// key's expiry in ms is a Unix time Redis accepts.
+        #[test]
+        fn accepted_parameters_never_saturate(
+            spec in arb_extreme_spec(),
+            ops in prop::collection::vec(
+                (prop_oneof![0u64..=MAX_TIME, (MAX_TIME - 1_000_000)..=MAX_TIME], edgy(MAX_PARAM), any::<bool>()),
+                1..12,
+            ),
+        ) {
+            use crate::core::time::{MAX_SPAN, ceil_ms};
+            let mut state: Option<LimiterState> = None;
+            for (now, cost, be) in ops {
+                let req = Request { best_effort: be, ..Request::new(cost, now) };
+                let mut slots = [match state.as_mut() {
+                    Some(s) => Slot::Existing(s),
+                    None => Slot::New(None),
+                }];
+                let out = apply_all(&mut slots, std::slice::from_ref(&spec), &req, 10);
+                let out = out.map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+                let [slot] = slots;
+                if let Slot::New(Some(created)) = slot {
+                    state = Some(created);
+                }
+                let d = Decision::from(out.verdict);
+                prop_assert!(d.retry_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
+                prop_assert!(d.reset_after_ms <= ceil_ms(MAX_SPAN), "{d:?}");
+                if let Some(Some(at)) = out.writes.first() {
+                    let from = state.as_ref().map_or(now, |s| s.last_update);
+                    prop_assert!(*at <= from + MAX_SPAN, "expiry {at} from {from}");
+                    prop_assert!(*at <= MAX_TIME + MAX_SPAN);
+                    prop_assert!(ceil_ms(*at) < i64::MAX);
+                }
+            }
+        }
+    }
+
+    /// Reproducer: with BESTEFFORT and nothing granted, the retry was computed from the state
+    /// each limiter's own partial grant would have left (22500 ms instead of 7500).
+    #[test]
+    fn all_besteffort_retry_counts_no_uncharged_units() {
+        let leaky = |b, r, p| AnyParams::of::<LeakyBucket>(&GcraParams::new(b, r, p).unwrap());
+        let specs = [
+            leaky(3, 10, 2_500_000),
+            gcra(11, 1_000_000, 1_166_000),
+            leaky(5, 1, 7_500_000),
+        ];
+        let t = 6_683_323_024_398_920;
+        let mut s = [None, None, None];
+        assert_eq!(run(&mut s, &specs, &Request::new(3, t)).granted, 3);
+        for be in [false, true] {
+            let req = Request {
+                peek: true,
+                best_effort: be,
+                ..Request::new(3, t)
+            };
+            let d = run(&mut s, &specs, &req);
+            // The third bucket holds 3 of 5 and drains 1 per 7.5 s: 3 more fit after 7.5 s.
+            assert_eq!((d.granted, d.retry_after_ms), (0, 7_500), "BESTEFFORT {be}");
+        }
+        let later = Request {
+            peek: true,
+            ..Request::new(3, t + 7_500_000)
+        };
+        assert_eq!(run(&mut s, &specs, &later).granted, 3);
+        let sooner = Request {
+            peek: true,
+            ..Request::new(3, t + 7_499_999)
+        };
+        assert_eq!(run(&mut s, &specs, &sooner).granted, 0);
     }
 }

@@ -30,10 +30,17 @@
 //! length starts fresh.
 
 use crate::core::error::CoreError;
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{self, Algorithm, Verdict};
-use crate::core::time::Micros;
+use crate::core::param::{check_count, check_duration};
+use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
+
+/// The longest window: `reset_after` and the key's expiry reach two windows ahead, which must
+/// fit in [`MAX_SPAN`].
+pub const MAX_WINDOW: Micros = MAX_SPAN / 2;
+
+/// What the window must be when it is above [`MAX_WINDOW`].
+const MUST_FIT_WINDOW: &str = "must be at most 4611686018427387 ms";
 
 /// Validated parameters: an estimate of at most `limit` units in any `window` µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,14 +53,13 @@ impl SlidingCounterParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
     pub fn new(limit: u64, window: Micros) -> Result<Self, CoreError> {
-        let ok = |v: u64| (1..=MAX_PARAM).contains(&v);
-        if !ok(limit) {
-            return Err(CoreError::InvalidParam("limit"));
-        }
-        if !ok(window) {
-            return Err(CoreError::InvalidParam("window"));
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
+        // The estimate is fresh two windows after the current one started.
+        if window > MAX_WINDOW {
+            return Err(CoreError::InvalidParam("window", MUST_FIT_WINDOW));
         }
         Ok(SlidingCounterParams { limit, window })
     }
@@ -321,6 +327,7 @@ impl Algorithm for SlidingCounter {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::param::MAX_PARAM;
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
@@ -390,14 +397,22 @@ mod tests {
     fn sliding_counter_rejects_zero_parameters() {
         assert!(SlidingCounterParams::new(0, 1).is_err());
         assert!(SlidingCounterParams::new(1, 0).is_err());
-        assert!(SlidingCounterParams::new(MAX_PARAM, MAX_PARAM).is_ok());
+        assert!(SlidingCounterParams::new(MAX_PARAM, MAX_WINDOW).is_ok());
+        assert_eq!(
+            SlidingCounterParams::new(1, MAX_WINDOW + 1),
+            Err(CoreError::InvalidParam("window", MUST_FIT_WINDOW))
+        );
+        assert_eq!(
+            MUST_FIT_WINDOW,
+            format!("must be at most {} ms", MAX_WINDOW / 1000)
+        );
         assert!(SlidingCounterParams::new(1, MAX_PARAM + 1).is_err());
     }
 
     #[test]
     fn sliding_counter_computes_with_the_largest_parameters() {
         // Every product stays within u128 with the largest counts, costs and windows.
-        let p = SlidingCounterParams::new(MAX_PARAM, MAX_PARAM).unwrap();
+        let p = SlidingCounterParams::new(MAX_PARAM, MAX_WINDOW).unwrap();
         let mut key = Key::default();
         let v = key.take::<SlidingCounter>(&p, MAX_PARAM - 1, MAX_PARAM);
         assert_eq!((v.granted, v.remaining), (MAX_PARAM, 0));

@@ -17,6 +17,15 @@ pub const US_PER_SEC: u64 = 1_000_000;
 /// use, and small enough that every product in the algorithms fits in 128 bits.
 pub const MAX_TIME: Micros = 253_402_300_799_999_000;
 
+/// The longest duration any result may span from its `now`: a `retry_after` or `reset_after`,
+/// or the key's expiry counted from the call. Parameters whose results could be longer are
+/// refused when parsed, so nothing is ever capped: with `now ≤ MAX_TIME`, every expiry fits in
+/// a `u64` of µs and, in ms, is a Unix time Redis accepts (below year 300 000).
+pub const MAX_SPAN: Micros = i64::MAX as u64;
+
+/// [`MAX_SPAN`] in whole ms, as error messages state it.
+pub const MAX_SPAN_MS: u64 = MAX_SPAN / US_PER_MS;
+
 /// A duration in whole milliseconds, rounded up, saturated to `i64::MAX`.
 pub fn ceil_ms(us: u64) -> i64 {
     i64::try_from(us.div_ceil(US_PER_MS)).unwrap_or(i64::MAX)

@@ -6,7 +6,7 @@
 //! "full again" is the TAT itself. Starting full means starting with the TAT in the past.
 //!
 //! Called with other parameters, the bucket keeps its tokens (capped at the new capacity, a
-//! fraction rounded up to the new period's microsecond), not its units used: raising the
+//! fraction rounded down to the new tick, against the client), not its units used: raising the
 //! capacity of an empty bucket does not refill it.
 
 use crate::core::gcra::{Carry, Schedule, ScheduleReading, schedule_newtype};
@@ -125,8 +125,8 @@ mod tests {
                     let qfull = u128::from(q.burst()) * u128::from(q.period());
                     let level = (level + u128::from(t - last) * u128::from(q.rate())).min(qfull);
                     // Other parameters: the same tokens, in units of the new period (rounded
-                    // up), at most the new capacity.
-                    let level = (level * per).div_ceil(u128::from(q.period())).min(full);
+                    // down, against the client), at most the new capacity.
+                    let level = (level * per / u128::from(q.period())).min(full);
                     (t, level)
                 }
             };

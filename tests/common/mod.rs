@@ -89,6 +89,11 @@ pub fn server_bin() -> String {
         .unwrap_or_else(|| "redis-server".to_string())
 }
 
+/// Module configs every test server gets unless the test sets them: tests drive time with `AT`
+/// an hour or more ahead of the clock (`base_ms`), which the default `ratelimit.at-max-ahead`
+/// (1000 ms) refuses.
+pub const TEST_MODULE_ARGS: &[&str] = &["at-max-ahead", "-1"];
+
 fn module_args() -> Vec<String> {
     std::env::var("RL_MODULE_ARGS")
         .map(|s| s.split_whitespace().map(str::to_string).collect())
@@ -163,6 +168,23 @@ impl Server {
         Server::spawn(new_temp_dir(), true, extra, module_args)
     }
 
+    /// Start a server whose module gets exactly `module_args`, without the test defaults of
+    /// [`TEST_MODULE_ARGS`] (to test the module's own defaults).
+    pub fn start_with_exact_module_args(extra: &[&str], module_args: &[&str]) -> Server {
+        let mut server = Server {
+            port: 0,
+            dir: new_temp_dir(),
+            child: None,
+            bin: server_bin(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            module_args: module_args.iter().map(|s| s.to_string()).collect(),
+            owns_dir: true,
+            log_shown: false,
+        };
+        server.launch(None);
+        server
+    }
+
     /// Start a server on an existing dir (restart on the same data). The dir is not removed when
     /// this server is dropped; it belongs to whoever created it.
     pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
@@ -191,6 +213,15 @@ impl Server {
     }
 
     fn spawn(dir: PathBuf, owns_dir: bool, extra: &[&str], module_args: Vec<String>) -> Server {
+        // Test defaults first, unless the caller sets the same config.
+        let mut all: Vec<String> = Vec::new();
+        for pair in TEST_MODULE_ARGS.chunks(2) {
+            if !module_args.iter().any(|a| a.eq_ignore_ascii_case(pair[0])) {
+                all.extend(pair.iter().map(|s| s.to_string()));
+            }
+        }
+        all.extend(module_args);
+        let module_args = all;
         let mut server = Server {
             port: 0,
             dir,

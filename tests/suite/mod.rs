@@ -423,6 +423,18 @@ pub fn check_info(spec: &Spec) {
     assert_eq!(field("blocked_ms"), Some(0));
     assert_eq!(field("dedup_ids"), Some(0));
     assert_eq!(c.cmd(&["TYPE", "k"]), Reply::Simple("ratelimit".into()));
+    // No name twice, in either protocol (a RESP3 map with a repeated key loses a value).
+    let names: Vec<String> = items.chunks(2).filter_map(|kv| kv[0].as_str()).collect();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    c.ok(&["HELLO", "3"]);
+    let Reply::Map(map) = c.cmd(&["RL.INFO", "k"]) else {
+        panic!("RL.INFO under RESP3 is not a map")
+    };
+    let map_names: Vec<String> = map.iter().filter_map(|(k, _)| k.as_str()).collect();
+    assert_eq!(map_names, names);
 }
 
 /// Fill a few keys with granted calls, DEDUP ids and a parameter change, all at `AT` times

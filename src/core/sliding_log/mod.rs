@@ -35,8 +35,8 @@ mod log;
 mod tests;
 
 use crate::core::error::CoreError;
-use crate::core::gcra::MAX_PARAM;
 use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{MAX_PARAM, check_count, check_duration};
 use crate::core::time::{MAX_TIME, Micros, US_PER_MS};
 use crate::core::varint::{self, Reader};
 
@@ -63,15 +63,21 @@ impl SlidingParams {
     /// [`CoreError::InvalidParam`] when `limit` is 0 or above [`MAX_PARAM`], a duration is not a
     /// positive whole number of milliseconds up to [`MAX_PARAM`] µs, or `precision > window`.
     pub fn new(limit: u64, window: Micros, precision: Micros) -> Result<Self, CoreError> {
-        let whole_ms = |v: u64| (US_PER_MS..=MAX_PARAM).contains(&v) && v.is_multiple_of(US_PER_MS);
-        if !(1..=MAX_PARAM).contains(&limit) {
-            return Err(CoreError::InvalidParam("limit"));
+        const WHOLE_MS: &str = "must be a whole number of milliseconds";
+        let limit = check_count(limit, "limit")?;
+        let window = check_duration(window, "window")?;
+        let precision = check_duration(precision, "PRECISION")?;
+        if !window.is_multiple_of(US_PER_MS) {
+            return Err(CoreError::InvalidParam("window", WHOLE_MS));
         }
-        if !whole_ms(window) {
-            return Err(CoreError::InvalidParam("window"));
+        if !precision.is_multiple_of(US_PER_MS) {
+            return Err(CoreError::InvalidParam("PRECISION", WHOLE_MS));
         }
-        if !whole_ms(precision) || precision > window {
-            return Err(CoreError::InvalidParam("precision"));
+        if precision > window {
+            return Err(CoreError::InvalidParam(
+                "PRECISION",
+                "must not be longer than window",
+            ));
         }
         Ok(SlidingParams {
             limit,
