@@ -128,6 +128,13 @@ fn every_command_quotes_hostile_bytes_escaped() {
             (args!["CL.THROTTLE", "k", 1, 1, 1, 1, "AT", h].to_vec(),
                 format!("ERR invalid time '{q}' for AT, expected unix milliseconds")),
             (args!["RL._RESTORE", "k", "x", h].to_vec(),           format!("ERR unknown option '{q}'")),
+            (args!["RL.REFUND", "k", 1, h].to_vec(),               format!("ERR unknown option '{q}'")),
+            (args!["RL.REFUND", "k", 1, "DEDUP", "x", "AT", h].to_vec(),
+                format!("ERR invalid time '{q}' for AT, expected unix milliseconds")),
+            (args!["RL.BLOCK", "k", h].to_vec(),                   format!("ERR invalid duration '{q}' for duration")),
+            (args!["RL.CHECK", "k", h, 1, 1, "1s"].to_vec(),       format!("ERR unknown limiter '{q}'")),
+            (args!["RL.CHECK", "k", "GCRA", 1, 1, "1s", h].to_vec(), format!("ERR unknown option '{q}'")),
+            (args!["RL.GCRA", "k", 1, 1, "1s", "BLOCK", h].to_vec(), format!("ERR invalid duration '{q}' for BLOCK")),
         ];
         for (cmd, want) in cases {
             assert_eq!(c.err(&cmd), want, "{cmd:?}");
