@@ -53,7 +53,15 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
     /// Whether the shared limiter options follow.
     pub shared_options: bool,
+    /// Redis ACL categories (`write fast`, `read fast`, ...), so users granted those categories
+    /// can run the command. The module's own category [`ACL_CATEGORY`] is added where the
+    /// server supports module categories.
+    pub acl: &'static CStr,
 }
+
+/// The module's ACL category (`ACL SETUSER app +@ratelimit`), on servers with module
+/// categories (Redis 7.4+, Valkey 8+). Not `gcra` or `rate_limit`: names Redis may take itself.
+pub const ACL_CATEGORY: &CStr = c"ratelimit";
 
 /// Version the commands appeared in.
 pub const SINCE: &CStr = c"0.1.0";
@@ -110,6 +118,7 @@ pub const OTHERS: &[CommandDoc] = &[
             },
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.streamcount",
@@ -125,6 +134,7 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"write",
     },
     CommandDoc {
         name: c"rl.info",
@@ -134,6 +144,7 @@ pub const OTHERS: &[CommandDoc] = &[
         keys: Keys::Read,
         args: &[KEY],
         shared_options: false,
+        acl: c"read fast",
     },
     CommandDoc {
         name: c"rl.refund",
@@ -148,6 +159,7 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"write",
     },
     CommandDoc {
         name: c"rl.block",
@@ -161,6 +173,7 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.unblock",
@@ -170,6 +183,7 @@ pub const OTHERS: &[CommandDoc] = &[
         keys: Keys::Update,
         args: &[KEY],
         shared_options: false,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.check",
@@ -188,6 +202,7 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"read fast",
     },
     CommandDoc {
         name: c"rl._restore",
@@ -201,5 +216,6 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"PXAT"),
         ],
         shared_options: false,
+        acl: c"write dangerous",
     },
 ];

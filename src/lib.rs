@@ -24,15 +24,28 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 #[cfg(test)]
 type ModuleAlloc = std::alloc::System;
 
-/// Load-time setup after the commands are registered: command docs and key specs, I/O error
+/// Load-time setup after the commands are registered: command docs, key specs and ACL
+/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error
 /// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
 /// runs the hook it replaces.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let fail = |e: String| {
+        ffi::log::warning(&format!("ratelimit: {e}"));
+        Status::Err
+    };
+    let module_category = match ffi::cmdinfo::add_module_acl_category(ctx) {
+        Ok(added) => added,
+        Err(e) => return fail(e),
+    };
     for doc in commands::registry::docs() {
-        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
-            ffi::log::warning(&format!("ratelimit: {e}"));
-            return Status::Err;
+        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc)
+            .and_then(|()| ffi::cmdinfo::set_acl_categories(ctx, doc, module_category))
+        {
+            return fail(e);
         }
+    }
+    if let Err(e) = ffi::resetstat::register(ctx) {
+        return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
     // A panic in a command aborts the server: leave the message and a backtrace in the server
@@ -69,7 +82,7 @@ macro_rules! module {
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
                 ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
-                ["rl.refund", commands::entry(commands::refund::run), "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
                 ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],

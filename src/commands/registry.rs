@@ -109,8 +109,8 @@ mod tests {
             assert_eq!(limiter.doc.name.to_str(), Ok(kind.command()));
             assert_eq!(limiter.doc.args.first().map(|a| a.kind), Some(ArgType::Key));
             assert!(docs().filter(|d| d.name == limiter.doc.name).count() == 1);
-            // INFO counters.
-            assert_eq!(stats::of(*kind).name, kind.command());
+            // INFO counters, named after the command with `_` for `.`.
+            assert_eq!(stats::of(*kind).name, kind.command().replace('.', "_"));
             assert!(
                 stats::ALL
                     .iter()

@@ -54,6 +54,7 @@ const DOC: CommandDoc = CommandDoc {
         },
     ],
     shared_options: false,
+    acl: c"write fast",
 };
 
 impl LimiterCommand for ThrottleCommand {

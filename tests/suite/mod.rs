@@ -778,7 +778,10 @@ pub fn check_block(spec: &Spec) {
     assert_eq!(call(&mut c, spec, "k", &["COST", &lim], t)[0], limit);
     let denied_before = c.info_field(
         "ratelimit",
-        &format!("ratelimit_{}", spec.command.to_lowercase()),
+        &format!(
+            "ratelimit_{}",
+            spec.command.to_lowercase().replace('.', "_")
+        ),
     );
     let r = call(&mut c, spec, "k", &["BLOCK", "1h"], t);
     assert_eq!((r[0], r[1], r[2], r[3]), (0, limit, 0, hour));
@@ -799,7 +802,10 @@ pub fn check_block(spec: &Spec) {
     assert_ne!(
         c.info_field(
             "ratelimit",
-            &format!("ratelimit_{}", spec.command.to_lowercase())
+            &format!(
+                "ratelimit_{}",
+                spec.command.to_lowercase().replace('.', "_")
+            )
         ),
         denied_before
     );
