@@ -140,7 +140,7 @@ pub const OTHERS: &[CommandDoc] = &[
         name: c"rl.info",
         arity: 2,
         summary: c"Describe a limiter key: algorithm, parameters, current state and TTL",
-        complexity: c"O(1)",
+        complexity: c"O(1); O(log N) on a concurrency key, where N is the number of leases held",
         keys: Keys::Read,
         args: &[KEY],
         shared_options: false,

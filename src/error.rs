@@ -111,7 +111,8 @@ impl fmt::Display for RlError {
             RlError::Overflow => write!(f, "ERR parameters too large"),
             RlError::NoRefund { held, via } => write!(
                 f,
-                "ERR RL.REFUND does not apply to a {held} limiter, use {via}"
+                "ERR RL.REFUND does not apply to a {} limiter ({held}), use {via}",
+                held.name()
             ),
             RlError::StreamKey(cmd) => write!(
                 f,
@@ -178,6 +179,7 @@ impl From<CoreError> for RlError {
                 RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
             }
             CoreError::StateTooLong => RlError::StateTooLong,
+            CoreError::Refused(text) => RlError::Conflict(text),
             CoreError::Overflow => RlError::Overflow,
             CoreError::NoRefund { held, via } => RlError::NoRefund { held, via },
         }

@@ -65,7 +65,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 
 /// The module, with one command per registered algorithm (`crate::registry`) and the others.
 macro_rules! module {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         redis_module! {
             name: "ratelimit",
             version: 1,
@@ -81,6 +81,7 @@ macro_rules! module {
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
                 ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],

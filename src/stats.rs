@@ -58,14 +58,16 @@ pub static BLOCK: CommandStats = CommandStats::new("rl_block");
 pub static UNBLOCK: CommandStats = CommandStats::new("rl_unblock");
 /// RL.CHECK: granted or denied as the checked call would be.
 pub static CHECK: CommandStats = CommandStats::new("rl_check");
+/// RL.RELEASE: granted = a lease was freed, denied = the id held nothing.
+pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
             use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(concat!("rl_", $name));)*
+            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::stat_of!($name $($cmd)?));)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -86,6 +88,7 @@ macro_rules! define_stats {
             &BLOCK,
             &UNBLOCK,
             &CHECK,
+            &RELEASE,
         ];
     };
 }

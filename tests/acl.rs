@@ -71,7 +71,45 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
         (v(&["CL.THROTTLE", "c", "5", "1", "1"]), &["write", "fast"]),
         (v(&["RL.INFO", "g"]), &["read", "fast"]),
         (v(&["RL.STREAMCOUNT", "st", "1s", "AT", &at]), &["write"]),
+        (
+            v(&["RL.ACQUIRE", "cc", "5", "1s", "ID", "w", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (v(&["RL.RELEASE", "cc", "w", "AT", &at]), &["write", "fast"]),
+        // RL.REFUND is O(N) on a sliding log, so not fast.
+        (v(&["RL.REFUND", "g", "1", "AT", &at]), &["write"]),
+        (v(&["RL.BLOCK", "b", "1s", "AT", &at]), &["write", "fast"]),
+        (v(&["RL.UNBLOCK", "b"]), &["write", "fast"]),
+        (
+            v(&["RL.CHECK", "g", "GCRA", "5", "1", "1s", "AT", &at]),
+            &["read", "fast"],
+        ),
     ]
+}
+
+#[test]
+fn the_list_above_names_every_module_command() {
+    // So a new command cannot be left out of these tests: the server's list of the module's
+    // commands is the list above plus the internal restore command (checked on its own below).
+    let s = Server::start();
+    let mut c = s.conn();
+    let listed = c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]);
+    let mut got: Vec<String> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("COMMAND LIST: {listed:?}"))
+        .iter()
+        .filter_map(Reply::as_str)
+        .map(|n| n.to_lowercase())
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = commands(base_ms())
+        .into_iter()
+        .map(|(call, _)| call[0].to_lowercase())
+        .chain(std::iter::once("rl._restore".to_string()))
+        .collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(got, want);
 }
 
 fn is_noperm(r: &Reply) -> bool {
@@ -150,7 +188,7 @@ fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
         let r = writer.cmd(&call);
         let allowed = caps.categories && cats.contains(&"write") && !cats.contains(&"fast");
         assert_eq!(!is_noperm(&r), allowed, "writer: {call:?}: {r:?}");
-        // +@read: only RL.INFO.
+        // +@read: only RL.INFO and RL.CHECK.
         let r = reader.cmd(&call);
         let allowed = caps.categories && cats.contains(&"read");
         assert_eq!(!is_noperm(&r), allowed, "reader: {call:?}: {r:?}");

@@ -135,6 +135,11 @@ fn every_command_quotes_hostile_bytes_escaped() {
             (args!["RL.CHECK", "k", h, 1, 1, "1s"].to_vec(),       format!("ERR unknown limiter '{q}'")),
             (args!["RL.CHECK", "k", "GCRA", 1, 1, "1s", h].to_vec(), format!("ERR unknown option '{q}'")),
             (args!["RL.GCRA", "k", 1, 1, "1s", "BLOCK", h].to_vec(), format!("ERR invalid duration '{q}' for BLOCK")),
+            (args!["RL.ACQUIRE", "k", 1, h, "ID", h].to_vec(),     format!("ERR invalid duration '{q}' for lease")),
+            (args!["RL.ACQUIRE", "k", 1, "1s", "ID", h, h].to_vec(), format!("ERR unknown option '{q}'")),
+            (args!["RL.RELEASE", "k", h, h].to_vec(),              format!("ERR unknown option '{q}'")),
+            (args!["RL.RELEASE", "k", h, "AT", h].to_vec(),
+                format!("ERR invalid time '{q}' for AT, expected unix milliseconds")),
         ];
         for (cmd, want) in cases {
             assert_eq!(c.err(&cmd), want, "{cmd:?}");

@@ -78,12 +78,24 @@ fn command_info_declares_arity_flags_and_key_specs() {
 fn command_docs_describe_every_command() {
     let s = Server::start();
     let mut c = s.conn();
-    for cmd in [
-        "rl.gcra",
-        "rl.tokenbucket",
-        "rl.leakybucket",
-        "cl.throttle",
-        "rl.info",
+    // The complexity each command's docs must state.
+    for (cmd, complexity) in [
+        ("rl.gcra", "O(1)"),
+        ("rl.tokenbucket", "O(1)"),
+        ("rl.leakybucket", "O(1)"),
+        ("cl.throttle", "O(1)"),
+        (
+            "rl.info",
+            "O(1); O(log N) on a concurrency key, where N is the number of leases held",
+        ),
+        (
+            "rl.acquire",
+            "O(log N) where N is the number of leases held",
+        ),
+        (
+            "rl.release",
+            "O(log N) where N is the number of leases held",
+        ),
     ] {
         let docs = flat(&c.cmd(&["COMMAND", "DOCS", cmd]));
         let field = |name: &str| {
@@ -95,7 +107,7 @@ fn command_docs_describe_every_command() {
             field("summary").is_some_and(|s| s.len() > 10),
             "{cmd}: {docs:?}"
         );
-        assert_eq!(field("complexity").as_deref(), Some("O(1)"), "{cmd}");
+        assert_eq!(field("complexity").as_deref(), Some(complexity), "{cmd}");
         assert!(
             docs.windows(2)
                 .any(|w| w[0] == "module" && w[1] == "ratelimit"),
@@ -166,6 +178,12 @@ fn info_field_names_are_prometheus_metric_names() {
         "rl.streamcount",
         "rl.all",
         "cl.throttle",
+        "rl.acquire",
+        "rl.release",
+        "rl.refund",
+        "rl.block",
+        "rl.unblock",
+        "rl.check",
     ] {
         let want = format!("ratelimit_{}", cmd.replace('.', "_"));
         assert!(names.contains(&want.as_str()), "{want}: {names:?}");

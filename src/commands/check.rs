@@ -2,12 +2,16 @@
 //! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
 //! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
 //! rules as every other call (a block honoured).
+//!
+//! A concurrency limiter (`CONCURRENCY limit lease`) is checked without a lease id (RL.CHECK
+//! takes none): the reply says whether `COST n` units would fit now as a new lease.
 
 use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
 use crate::commands::{evaluation_time, limiter_reply};
+use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
 use crate::core::multi::AnyParams;
 use crate::error::RlError;
@@ -37,6 +41,12 @@ impl CheckRequest {
         let opts = Options::parse_only(&mut args, &[b"COST", b"BESTEFFORT", b"AT"], |_, _| {
             Ok(false)
         })?;
+        // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
+        if opts.best_effort && spec.kind() == Kind::Concurrency {
+            return Err(RlError::Conflict(
+                "BESTEFFORT does not apply to CONCURRENCY",
+            ));
+        }
         Ok(CheckRequest { spec, opts })
     }
 }

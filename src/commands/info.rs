@@ -34,7 +34,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let now = server_now().max(state.last_update);
     let decision = state.peek(now).map_err(RlError::from)?;
     let int = |v: u64| RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX));
-    let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(13);
+    let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(16);
     fields.push((
         "algorithm",
         RedisValue::BulkString(state.kind().map_or("none", |k| k.name()).to_string()),
@@ -50,6 +50,9 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
                 fields.push((name, value));
             }
         }
+    }
+    for (name, value) in state.describe_live(now) {
+        fields.push((name, int(value)));
     }
     let blocked = state
         .extras

@@ -27,6 +27,7 @@ pub mod all;
 pub mod args;
 pub mod block;
 pub mod check;
+pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
@@ -118,6 +119,15 @@ pub trait LimiterCommand {
     /// # Errors
     /// Any argument error, worded for the client.
     fn parse(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError>;
+
+    /// Parse the algorithm's limiter inside RL.ALL (the same arguments, without the shared
+    /// options, which RL.ALL parses once for all limiters): by default as [`Self::parse`].
+    ///
+    /// # Errors
+    /// As [`Self::parse`].
+    fn parse_limiter(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError> {
+        Self::parse(args)
+    }
 
     /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
     /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result

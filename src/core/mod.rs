@@ -27,13 +27,14 @@
 //!   `extras` (a key's ids and block),
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
-//!   `sliding_counter`, `sliding_log`, and `stream_count`;
+//!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
 //! - `state`: the key's value over every registered algorithm;
 //! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
 
 #[cfg(test)]
 mod caps_tests;
 pub mod codec;
+pub mod concurrency;
 pub mod dedup;
 pub mod error;
 pub mod extras;

@@ -27,7 +27,7 @@ pub trait Stored: Algorithm {
 }
 
 macro_rules! define_state {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// One algorithm's state.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum AlgoState {
@@ -81,7 +81,7 @@ macro_rules! define_state {
 crate::registry::algorithms!(define_state);
 
 macro_rules! dispatch_rows {
-    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal, $ty:ty, $command:ty;)*) => {
+    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $ty:ty, $command:ty;)*) => {
         match $state {
             $($crate::core::state::AlgoState::$variant($a) => $body,)*
         }
@@ -139,6 +139,16 @@ impl LimiterState {
     pub fn describe(&self) -> Vec<(&'static str, u64)> {
         match &self.algo {
             Some(algo) => dispatch!(algo, a => describe_of(a)),
+            None => Vec::new(),
+        }
+    }
+
+    /// The live state at `now` by name, for RL.INFO (see [`Algorithm::describe_live`]); none
+    /// for a key holding only a block.
+    pub fn describe_live(&self, now: Micros) -> Vec<(&'static str, u64)> {
+        let now = now.max(self.last_update);
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.describe_live(now)),
             None => Vec::new(),
         }
     }
