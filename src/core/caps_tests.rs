@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 
+use crate::core::concurrency::{Concurrency, ConcurrencyParams, Released};
 use crate::core::dedup::DedupId;
 use crate::core::fixed_window::{Fixed, FixedParams};
 use crate::core::flow::{self, Write};
@@ -255,4 +256,124 @@ fn codec_v2_fixture() {
         None
     );
     assert_eq!(codec::decode(&[&[2u8, 0][..], &t0, &[0, 0]].concat()), None);
+}
+
+/// One step of a concurrency key: an acquire of `cost` under id `id`, or its release.
+#[derive(Debug, Clone, Copy)]
+struct LeaseStep {
+    dt: u64,
+    release: bool,
+    id: u8,
+    cost: u64,
+}
+
+fn arb_lease_steps() -> impl Strategy<Value = Vec<LeaseStep>> {
+    prop::collection::vec(
+        (0u64..400_000, any::<bool>(), 0u8..4, 1u64..4).prop_map(|(dt, release, id, cost)| {
+            LeaseStep {
+                dt,
+                release,
+                id,
+                cost,
+            }
+        }),
+        2..50,
+    )
+}
+
+/// RL.RELEASE on `state` (a missing key holds nothing): the units freed, the key dropped once
+/// it holds nothing.
+fn release(state: &mut Option<LimiterState>, id: DedupId, now: Micros) -> u64 {
+    let Some(s) = state.as_mut() else {
+        return 0;
+    };
+    match crate::core::concurrency::release(s, id, now).unwrap() {
+        Released::Nothing => 0,
+        Released::Kept { units, .. } => units,
+        Released::Emptied { units } => {
+            *state = None;
+            units
+        }
+    }
+}
+
+/// [`block_model`] for a concurrency key, whose calls carry a lease id: while blocked every
+/// acquire (a renewal too) is denied and changes nothing, every release still frees its lease,
+/// and after the block the key replies exactly as the same key that saw only the releases of
+/// the blocked time.
+fn lease_block_model(steps: &[LeaseStep], at: usize, d: Micros) -> Result<(), TestCaseError> {
+    let mut blocked = None;
+    let mut plain = None;
+    let mut now = T0;
+    let mut until = None;
+    for (i, step) in steps.iter().enumerate() {
+        now += step.dt;
+        if i == at {
+            let (_, end) = match blocked.as_mut() {
+                Some(s) => flow::block(s, now, d),
+                None => {
+                    blocked = Some(flow::new_block(now, d));
+                    (0, now + d)
+                }
+            };
+            until = Some(end);
+        }
+        let id = DedupId(u128::from(step.id));
+        let in_block = until.is_some_and(|u| now < u);
+        if step.release {
+            // Never denied, blocked or not: both keys free the same lease.
+            let freed = release(&mut blocked, id, now);
+            prop_assert_eq!(freed, release(&mut plain, id, now), "step {} at {}", i, now);
+            continue;
+        }
+        let params = ConcurrencyParams::new(3, SEC, Some(id)).unwrap();
+        let req = Request::new(step.cost, now);
+        // A COST that differs from the units a live lease holds is an error on both keys.
+        let Ok(out) = flow::apply::<Concurrency>(blocked.as_mut(), &params, &req, 100) else {
+            continue;
+        };
+        let v = out.verdict;
+        if let Write::Created(s) = out.write {
+            blocked = Some(s);
+        }
+        if in_block {
+            prop_assert_eq!(v.granted, 0);
+            prop_assert_eq!(v.remaining, 0);
+            prop_assert!(v.retry != crate::core::limiter::Retry::Granted);
+        } else {
+            let w = call::<Concurrency>(&mut plain, &params, &req);
+            prop_assert_eq!(v, w, "step {} at {}", i, now);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn blocked_concurrency_key_acquires_nothing_releases_then_is_as_if_never_blocked(
+        steps in arb_lease_steps(),
+        at in 0usize..50,
+        d in 1u64..3_000_000,
+    ) {
+        let at = at % steps.len();
+        lease_block_model(&steps, at, d)?;
+    }
+}
+
+#[test]
+fn refund_on_a_concurrency_key_names_rl_release() {
+    let params = ConcurrencyParams::new(3, SEC, Some(DedupId(1))).unwrap();
+    let mut state = None;
+    let v = call::<Concurrency>(&mut state, &params, &Request::new(2, T0));
+    assert_eq!(v.granted, 2);
+    let mut s = state.unwrap();
+    let before = s.clone();
+    assert_eq!(
+        flow::refund(&mut s, T0, 1, None).unwrap_err(),
+        crate::core::CoreError::NoRefund {
+            held: crate::core::kind::Kind::Concurrency,
+            via: "RL.RELEASE"
+        }
+    );
+    assert_eq!(s, before, "a refused refund changes nothing");
 }
