@@ -87,6 +87,10 @@ macro_rules! module {
                 ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
+                ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],
+                ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
+                ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
             ],
             configurations: [

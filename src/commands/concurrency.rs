@@ -1,4 +1,4 @@
-//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [AT t] / RL.RELEASE key id [AT t]
+//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [BLOCK d] [AT t] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
@@ -22,7 +22,7 @@ use crate::ffi::notify::notify;
 use crate::stats;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
-/// takes the id from `DEDUP`; `COST`, `PEEK` and `AT` are RL.ALL's shared options).
+/// takes the id from `DEDUP`; `COST`, `PEEK`, `BLOCK` and `AT` are RL.ALL's shared options).
 const DOC: CommandDoc = CommandDoc {
     name: <Concurrency as Stored>::KIND.command_c(),
     arity: -6,
@@ -39,6 +39,7 @@ const DOC: CommandDoc = CommandDoc {
         },
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"peek", ArgType::PureToken, c"PEEK"),
+        opt(c"duration", ArgType::String, c"BLOCK"),
         opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
     ],
     shared_options: false,

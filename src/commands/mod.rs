@@ -25,11 +25,14 @@
 
 pub mod all;
 pub mod args;
+pub mod block;
+pub mod check;
 pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod refund;
 pub mod registry;
 pub mod restore;
 pub mod sliding;
@@ -53,7 +56,7 @@ use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
-use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::key::LimiterKey;
 use crate::ffi::notify::notify;
 use crate::ffi::reply::{self, Resp2};
 use crate::stats::{self, CommandStats};
@@ -184,6 +187,22 @@ pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlEr
     }
 }
 
+/// Open `name` for a command on limiter keys (`cmd`, named in the error on a stream key).
+///
+/// # Errors
+/// [`RlError::StreamKey`] for a stream (RL.STREAMCOUNT's keys).
+pub fn open_limiter(
+    ctx: &Context,
+    name: &RedisString,
+    cmd: &'static str,
+) -> Result<LimiterKey, RlError> {
+    let key = LimiterKey::open(ctx, name);
+    if key.is_stream() {
+        return Err(RlError::StreamKey(cmd));
+    }
+    Ok(key)
+}
+
 /// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
     reply::fields(ctx, Resp2::Values, decision_fields(d).into_iter())
@@ -213,11 +232,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let existing = match key.holding() {
-        Holding::Empty => None,
-        Holding::Limiter(state) => Some(state),
-        Holding::Other => return Err(RlError::WrongType.into()),
-    };
+    let existing = key.limiter()?;
     let outcome = flow::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
         .map_err(RlError::from)?;
     let wrote = match outcome.write {
@@ -235,6 +250,6 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
         notify(ctx, C::EVENT, key_name);
     }
     let d = Decision::from(outcome.verdict);
-    C::stats().record(d.granted > 0 || req.cost == 0);
+    C::stats().record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
     Ok(C::reply(ctx, &d, &outcome.verdict))
 }

@@ -83,6 +83,18 @@ impl LimiterKey {
         Holding::Limiter(unsafe { crate::ffi::datatype::from_raw(value) })
     }
 
+    /// The limiter the key holds (`None`: empty).
+    ///
+    /// # Errors
+    /// [`RlError::WrongType`] for any other type.
+    pub fn limiter(&mut self) -> Result<Option<&mut LimiterState>, RlError> {
+        match self.holding() {
+            Holding::Empty => Ok(None),
+            Holding::Limiter(state) => Ok(Some(state)),
+            Holding::Other => Err(RlError::WrongType),
+        }
+    }
+
     /// Store `state` as the key's value (the key must be empty or hold our type).
     ///
     /// # Errors
@@ -105,21 +117,26 @@ impl LimiterKey {
         }
     }
 
+    /// Whether the key holds a stream (RL.STREAMCOUNT's keys).
+    pub fn is_stream(&self) -> bool {
+        self.key_type() == raw::REDISMODULE_KEYTYPE_STREAM as c_int
+    }
+
+    /// Delete the key (opened for writing).
+    pub fn delete(&mut self) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(f) = unsafe { raw::RedisModule_DeleteKey } {
+            // SAFETY: `self.key` is open for writing.
+            unsafe { f(self.key) };
+        }
+    }
+
     /// Set the absolute expiry, in Unix ms.
     pub fn set_expire_at(&mut self, at_ms: i64) {
         // SAFETY: copying a function pointer out of the API table, filled in at load.
         if let Some(f) = unsafe { raw::RedisModule_SetAbsExpire } {
             // SAFETY: `self.key` is open for writing and not empty.
             unsafe { f(self.key, at_ms) };
-        }
-    }
-
-    /// Delete the key.
-    pub fn delete(&mut self) {
-        // SAFETY: copying a function pointer out of the API table, filled in at load.
-        if let Some(f) = unsafe { raw::RedisModule_DeleteKey } {
-            // SAFETY: `self.key` is open for writing.
-            unsafe { f(self.key) };
         }
     }
 
