@@ -15,6 +15,7 @@ use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
+use crate::ffi::command::{Arg, with_argv};
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -105,7 +106,10 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 
-    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, n)).collect();
+    let mut keys: Vec<LimiterKey> = names
+        .iter()
+        .map(|n| LimiterKey::open(ctx, Arg::from(*n)))
+        .collect();
     let mut slots = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
         slots.push(match key.holding() {
@@ -145,10 +149,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     drop(keys);
     if wrote {
-        replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
+        with_argv(&args, |argv| {
+            replicate_with_at(ctx, c"rl.all", argv, parsed.opts.at_index, now);
+        });
         for (name, write) in names.iter().zip(&outcome.writes) {
             if write.is_some() {
-                notify(ctx, c"rl.all", name);
+                notify(ctx, c"rl.all", Arg::from(*name));
             }
         }
     }

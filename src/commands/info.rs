@@ -5,6 +5,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::decision_fields;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::reply::{self, Resp2};
 
@@ -21,7 +22,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RlError::Arity.into());
     }
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = LimiterKey::open_read(ctx, name);
+    let mut key = LimiterKey::open_read(ctx, Arg::from(name));
     let ttl_ms = key.ttl_ms();
     let state = match key.holding() {
         Holding::Empty => return Ok(RedisValue::Null),

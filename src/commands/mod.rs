@@ -38,6 +38,7 @@ pub mod throttle;
 pub mod token_bucket;
 
 use std::ffi::CStr;
+use std::marker::PhantomData;
 
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
@@ -52,9 +53,10 @@ use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
+use crate::ffi::command::{Arg, Argv, Handler};
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
-use crate::ffi::reply::{self, Resp2};
+use crate::ffi::reply;
 use crate::stats::{self, CommandStats};
 
 /// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
@@ -119,40 +121,36 @@ pub trait LimiterCommand {
     /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
     /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
     /// depends on the master's clock). O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, args: &[RedisString], opts: &Options, now: Micros) {
-        replicate_with_at(ctx, Self::EVENT, args, opts.at_index, now);
+    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros) {
+        replicate_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
     }
 
-    /// The reply to send for `decision` (`verdict` has the exact, unrounded values).
-    fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) -> RedisValue {
-        limiter_reply(ctx, decision)
+    /// Reply with `decision` (`verdict` has the exact, unrounded values).
+    fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
+        reply_decision(ctx, decision);
     }
 }
 
-/// Propagate command `name` with `args` (minus `args[0]` and any `AT t` pair at `at_index`) and
+/// Propagate command `name` with `argv` (minus `argv[0]` and any `AT t` pair at `at_index`) and
 /// `AT <now>`: the deterministic form of a call whose result depended on the clock.
 ///
 /// The call's own argument strings are passed on as they are; only `AT` and the time are new.
 pub fn replicate_with_at(
     ctx: &Context,
     name: &CStr,
-    args: &[RedisString],
+    argv: Argv<'_>,
     at_index: Option<usize>,
     now: Micros,
 ) {
     let mut buf = [0u8; AT_BUF];
-    let at_kw = RedisString::create_from_slice(ctx.ctx, b"AT");
-    let at = RedisString::create_from_slice(ctx.ctx, format_at_into(now, &mut buf));
-    let mut out: Vec<&RedisString> = Vec::with_capacity(args.len().saturating_add(2));
-    for (i, arg) in args.iter().enumerate().skip(1) {
-        let is_at = at_index.is_some_and(|s| i == s || i == s.saturating_add(1));
-        if !is_at {
-            out.push(arg);
-        }
-    }
-    out.push(&at_kw);
-    out.push(&at);
-    ffi::replicate::replicate(ctx, name, &out);
+    let at = format_at_into(now, &mut buf);
+    let kept = argv
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(i, _)| !at_index.is_some_and(|s| *i == s || *i == s.saturating_add(1)))
+        .map(|(_, a)| a);
+    ffi::replicate::replicate(ctx, name, kept, c"AT", at);
 }
 
 /// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
@@ -174,30 +172,88 @@ pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlEr
     }
 }
 
-/// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
+/// The limiter reply's field names, in order.
+pub const DECISION_NAMES: [&str; 5] = [
+    "granted",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+];
+
+/// The limiter reply's values, in the order of [`DECISION_NAMES`].
+pub fn decision_values(d: &Decision) -> [i64; 5] {
+    [
+        d.granted,
+        d.limit,
+        d.remaining,
+        d.retry_after_ms,
+        d.reset_after_ms,
+    ]
+}
+
+/// Send the limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
+pub fn reply_decision(ctx: &Context, d: &Decision) {
+    reply::integers(ctx, Some(&DECISION_NAMES), decision_values(d));
+}
+
+/// The limiter reply, for a command run through the crate's wrapper: sent, then `NoReply`.
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
-    reply::fields(ctx, Resp2::Values, decision_fields(d).into_iter())
+    reply_decision(ctx, d);
+    RedisValue::NoReply
 }
 
 /// The limiter reply's names and values, in order.
 pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
+    let [g, l, r, retry, reset] = decision_values(d);
+    let [ng, nl, nr, nretry, nreset] = DECISION_NAMES;
     [
-        ("granted", RedisValue::Integer(d.granted)),
-        ("limit", RedisValue::Integer(d.limit)),
-        ("remaining", RedisValue::Integer(d.remaining)),
-        ("retry_after_ms", RedisValue::Integer(d.retry_after_ms)),
-        ("reset_after_ms", RedisValue::Integer(d.reset_after_ms)),
+        (ng, RedisValue::Integer(g)),
+        (nl, RedisValue::Integer(l)),
+        (nr, RedisValue::Integer(r)),
+        (nretry, RedisValue::Integer(retry)),
+        (nreset, RedisValue::Integer(reset)),
     ]
 }
 
-/// The shared flow of every limiter command.
+/// Arguments read on the stack; a longer call uses the heap.
+const INLINE_ARGS: usize = 16;
+
+/// Run `f` on the bytes of every argument, without allocating for a call of up to
+/// [`INLINE_ARGS`] arguments.
+pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
+    if argv.len() <= INLINE_ARGS {
+        for (slot, a) in inline.iter_mut().zip(argv.iter()) {
+            *slot = a.bytes();
+        }
+        f(inline.get(..argv.len()).unwrap_or_default())
+    } else {
+        let heap: Vec<&[u8]> = argv.iter().map(Arg::bytes).collect();
+        f(&heap)
+    }
+}
+
+/// The handler Redis calls for limiter command `C` (registered in `lib.rs`).
+pub struct Limiter<C>(PhantomData<C>);
+
+impl<C: LimiterCommand> Handler for Limiter<C> {
+    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes))
+    }
+}
+
+/// The shared flow of every limiter command, on the call's arguments and their bytes.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
-pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let parsed = C::parse(&bytes)?;
-    let key_name = args.get(1).ok_or(RlError::Arity)?;
+pub fn run<C: LimiterCommand>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+) -> Result<(), RlError> {
+    let parsed = C::parse(bytes)?;
+    let key_name = argv.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
     let now = evaluation_time(ctx, parsed.opts.at)?;
     let req = parsed.opts.request(now);
@@ -206,7 +262,7 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     let existing = match key.holding() {
         Holding::Empty => None,
         Holding::Limiter(state) => Some(state),
-        Holding::Other => return Err(RlError::WrongType.into()),
+        Holding::Other => return Err(RlError::WrongType),
     };
     let outcome = flow::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
         .map_err(RlError::from)?;
@@ -221,10 +277,11 @@ pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisRes
     if wrote {
         key.set_expire_at(expiry_ms(outcome.expires_at));
         drop(key);
-        C::replicate(ctx, &args, &parsed.opts, now);
+        C::replicate(ctx, argv, &parsed.opts, now);
         notify(ctx, C::EVENT, key_name);
     }
     let d = Decision::from(outcome.verdict);
     C::stats().record(d.granted > 0 || req.cost == 0);
-    Ok(C::reply(ctx, &d, &outcome.verdict))
+    C::reply(ctx, &d, &outcome.verdict);
+    Ok(())
 }

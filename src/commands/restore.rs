@@ -9,6 +9,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::args::{Args, parse_u64};
 use crate::core::codec;
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 
 /// RL._RESTORE key payload [PXAT ms]
@@ -36,7 +37,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let state = codec::decode(payload).ok_or(RlError::Payload)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = LimiterKey::open(ctx, name);
+    let mut key = LimiterKey::open(ctx, Arg::from(name));
     if let Holding::Other = key.holding() {
         return Err(RlError::WrongType.into());
     }

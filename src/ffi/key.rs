@@ -3,10 +3,11 @@
 
 use std::os::raw::c_int;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
 
 use crate::core::LimiterState;
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::datatype::{into_raw, raw_type};
 
 /// What a key holds, as far as the limiter commands care.
@@ -26,20 +27,20 @@ pub struct LimiterKey {
 
 impl LimiterKey {
     /// Open `name` for reading and writing.
-    pub fn open(ctx: &Context, name: &RedisString) -> Self {
+    pub fn open(ctx: &Context, name: Arg<'_>) -> Self {
         LimiterKey {
             key: raw::open_key(
                 ctx.ctx,
-                name.inner,
+                name.raw(),
                 raw::KeyMode::READ | raw::KeyMode::WRITE,
             ),
         }
     }
 
     /// Open `name` read-only (does not touch the key's LRU as a write would).
-    pub fn open_read(ctx: &Context, name: &RedisString) -> Self {
+    pub fn open_read(ctx: &Context, name: Arg<'_>) -> Self {
         LimiterKey {
-            key: raw::open_key(ctx.ctx, name.inner, raw::KeyMode::READ),
+            key: raw::open_key(ctx.ctx, name.raw(), raw::KeyMode::READ),
         }
     }
 

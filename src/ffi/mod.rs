@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod cmdinfo;
+pub mod command;
 pub mod datatype;
 pub mod key;
 pub mod log;

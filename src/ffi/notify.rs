@@ -2,11 +2,13 @@
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
+
+use crate::ffi::command::Arg;
 
 /// Fire the module-class keyspace event `event` for `key` (class `d` in
 /// `notify-keyspace-events`); Redis drops it at once when that class is off.
-pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+pub fn notify(ctx: &Context, event: &CStr, key: Arg<'_>) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
         // SAFETY: `ctx` is the command's context, `event` is NUL-terminated and `key` is a live
@@ -16,7 +18,7 @@ pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
                 ctx.ctx,
                 raw::NotifyEvent::MODULE.bits(),
                 event.as_ptr(),
-                key.inner,
+                key.raw(),
             )
         };
     }
