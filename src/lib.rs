@@ -96,6 +96,7 @@ macro_rules! module {
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl._set", commands::entry(commands::restore::run_set), "write deny-oom", 1, 1, 1, ""],
             ],
             configurations: [
                 i64: [

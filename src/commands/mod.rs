@@ -37,14 +37,18 @@ pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;
 
+use std::cell::RefCell;
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
+use crate::commands::restore::SET_COMMAND;
 use crate::config;
+use crate::core::LimiterState;
 use crate::core::Micros;
+use crate::core::codec;
 use crate::core::flow::{self, Write};
 use crate::core::limiter::{Algorithm, Decision, Verdict};
 use crate::core::state::Stored;
@@ -118,17 +122,46 @@ pub trait LimiterCommand {
     /// Any argument error, worded for the client.
     fn parse(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError>;
 
-    /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
-    /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
-    /// depends on the master's clock). O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros) {
-        replicate_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
+    /// Propagate a granted call to replicas and the AOF deterministically, never verbatim (its
+    /// result depends on the master's clock): the key's new value itself when its encoding is
+    /// short (`RL._SET key payload`: the replica stops recomputing, and the bytes are fewer than
+    /// the command's), else this command with its arguments and the evaluation time as `AT`.
+    /// O(1) bytes whatever the state's size.
+    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: &LimiterState) {
+        let Some(key) = argv.get(1) else { return };
+        if !replicate_state(ctx, key, state) {
+            replicate_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
+        }
     }
 
     /// Reply with `decision` (`verdict` has the exact, unrounded values).
     fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
         reply_decision(ctx, decision);
     }
+}
+
+/// Longest encoded value replicated as itself (`RL._SET`); a longer one (a sliding log with many
+/// entries, `DEDUP` ids) replicates as its command.
+pub const STATE_REPLICATION_MAX: usize = 48;
+
+thread_local! {
+    /// The encoding buffer of [`replicate_state`], reused by every call (commands run on the
+    /// main thread).
+    static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
+/// bytes; `false` (nothing propagated) otherwise.
+pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: &LimiterState) -> bool {
+    PAYLOAD.with_borrow_mut(|buf| {
+        buf.clear();
+        codec::encode_into(state, buf);
+        if buf.len() > STATE_REPLICATION_MAX {
+            return false;
+        }
+        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, buf);
+        true
+    })
 }
 
 /// Propagate command `name` with `argv` (minus `argv[0]` and any `AT t` pair at `at_index`) and
@@ -259,25 +292,36 @@ pub fn run<C: LimiterCommand>(
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let existing = match key.holding() {
+    let mut existing = match key.holding() {
         Holding::Empty => None,
         Holding::Limiter(state) => Some(state),
         Holding::Other => return Err(RlError::WrongType),
     };
-    let outcome = flow::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
-        .map_err(RlError::from)?;
-    let wrote = match outcome.write {
-        Write::None => false,
-        Write::Updated => true,
-        Write::Created(state) => {
+    let outcome = flow::apply::<C::Algo>(
+        existing.as_deref_mut(),
+        &parsed.params,
+        &req,
+        config::dedup_max(),
+    )
+    .map_err(RlError::from)?;
+    let wrote = match (outcome.write, existing) {
+        (Write::None, _) => false,
+        (Write::Updated, Some(state)) => {
+            C::replicate(ctx, argv, &parsed.opts, now, state);
+            true
+        }
+        (Write::Updated, None) => true,
+        (Write::Created(state), _) => {
             key.set(state)?;
+            if let Holding::Limiter(state) = key.holding() {
+                C::replicate(ctx, argv, &parsed.opts, now, state);
+            }
             true
         }
     };
     if wrote {
         key.set_expire_at(expiry_ms(outcome.expires_at));
         drop(key);
-        C::replicate(ctx, argv, &parsed.opts, now);
         notify(ctx, C::EVENT, key_name);
     }
     let d = Decision::from(outcome.verdict);

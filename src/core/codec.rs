@@ -18,17 +18,22 @@ pub const CODEC_VERSION: u8 = 1;
 /// Encode a whole limiter value.
 pub fn encode(state: &LimiterState) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
+    encode_into(state, &mut out);
+    out
+}
+
+/// Append the encoding of a whole limiter value to `out`.
+pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
     out.push(CODEC_VERSION);
     out.push(state.kind() as u8);
-    put_u64(&mut out, state.last_update);
-    state.encode_algo(&mut out);
-    put_u64(&mut out, state.dedup.len() as u64);
+    put_u64(out, state.last_update);
+    state.encode_algo(out);
+    put_u64(out, state.dedup.len() as u64);
     for e in state.dedup.iter() {
         out.extend_from_slice(&e.id.0.to_le_bytes());
-        put_u64(&mut out, e.granted);
-        put_u64(&mut out, e.until);
+        put_u64(out, e.granted);
+        put_u64(out, e.until);
     }
-    out
 }
 
 /// Smallest encoding of one dedup entry: 16 bytes of hash and two one-byte varints.

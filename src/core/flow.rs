@@ -103,7 +103,6 @@ pub fn commit<A: Stored>(
         wanted: A::KIND,
     })?;
     algo.commit(params, now, granted)?;
-    let fresh_at = algo.fresh_at();
     state.last_update = now;
     state.dedup.forget_expired(now);
     if let Some(id) = dedup {
@@ -111,7 +110,7 @@ pub fn commit<A: Stored>(
             .dedup
             .remember(id, granted, A::dedup_until(params, now), dedup_max);
     }
-    Ok(fresh_at.max(state.dedup.latest_expiry()).max(now))
+    Ok(state.expires_at())
 }
 
 /// What the command layer must do after [`apply`].

@@ -139,6 +139,15 @@ impl LimiterState {
         dispatch!(&self.algo, a => a.fresh_at())
     }
 
+    /// When the key expires (Unix µs): when the limiter is fresh again, late enough to remember
+    /// its `DEDUP` ids, and never before its last update. A function of the value alone, so a
+    /// value replicated as itself gets the master's expiry.
+    pub fn expires_at(&self) -> Micros {
+        self.fresh_at()
+            .max(self.dedup.latest_expiry())
+            .max(self.last_update)
+    }
+
     /// Bytes used, the value itself and its heap, for `MEMORY USAGE`.
     pub fn mem_size(&self) -> usize {
         let heap = dispatch!(&self.algo, a => a.heap_size());

@@ -61,3 +61,24 @@ pub fn replicate<'a>(
         )
     };
 }
+
+/// Propagate `cmd key value` (one command): the call's key string and the bytes `value`, which
+/// Redis turns into a string itself.
+pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    // SAFETY: format "sb" takes a RedisModuleString and a (pointer, length) buffer; `key` is a
+    // live string of this call and `value` lives for the call; Redis retains or copies both.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"sb".as_ptr().cast::<c_char>(),
+            key.raw(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
