@@ -4,11 +4,11 @@
 /// and appended at once: it is on the path of every replicated call).
 pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut buf = [0u8; 10];
-    let mut n = 0;
+    let mut n = 0usize;
     for slot in buf.iter_mut() {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
-        n += 1;
+        n = n.saturating_add(1);
         if v == 0 {
             *slot = byte;
             break;
