@@ -110,14 +110,21 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .iter()
         .map(|n| LimiterKey::open(ctx, Arg::from(*n)))
         .collect();
-    let mut slots = Vec::with_capacity(keys.len());
+    let mut held = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
-        slots.push(match key.holding() {
-            Holding::Empty => Slot::New(None),
-            Holding::Limiter(state) => Slot::Existing(state),
+        held.push(match key.holding() {
+            Holding::Empty => None,
+            Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
             Holding::Other => return Err(RlError::WrongType.into()),
         });
     }
+    let mut slots: Vec<Slot<'_>> = held
+        .iter_mut()
+        .map(|h| match h {
+            Some(state) => Slot::Existing(state),
+            None => Slot::New(None),
+        })
+        .collect();
     let outcome =
         apply_all(&mut slots, &parsed.specs, &req, config::dedup_max()).map_err(|e| match e {
             MultiError::WrongKind {
@@ -138,6 +145,11 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Slot::Existing(_) => None,
         })
         .collect();
+    for (state, write) in held.into_iter().zip(&outcome.writes) {
+        if let (Some(state), Some(_)) = (state, write) {
+            state.store();
+        }
+    }
     let mut wrote = false;
     for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
         let Some(expires_at) = write else { continue };

@@ -27,7 +27,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let state = match key.holding() {
         Holding::Empty => return Ok(RedisValue::Null),
         Holding::Other => return Err(RlError::WrongType.into()),
-        Holding::Limiter(state) => state,
+        Holding::Limiter(value) => value.state().ok_or(RlError::Payload)?,
     };
     let decision = state.peek(server_now()).map_err(RlError::from)?;
     let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(12);

@@ -294,7 +294,7 @@ pub fn run<C: LimiterCommand>(
     let mut key = LimiterKey::open(ctx, key_name);
     let mut existing = match key.holding() {
         Holding::Empty => None,
-        Holding::Limiter(state) => Some(state),
+        Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
         Holding::Other => return Err(RlError::WrongType),
     };
     let outcome = flow::apply::<C::Algo>(
@@ -307,14 +307,17 @@ pub fn run<C: LimiterCommand>(
     let wrote = match (outcome.write, existing) {
         (Write::None, _) => false,
         (Write::Updated, Some(state)) => {
-            C::replicate(ctx, argv, &parsed.opts, now, state);
+            C::replicate(ctx, argv, &parsed.opts, now, &state);
+            state.store();
             true
         }
         (Write::Updated, None) => true,
         (Write::Created(state), _) => {
             key.set(state)?;
-            if let Holding::Limiter(state) = key.holding() {
-                C::replicate(ctx, argv, &parsed.opts, now, state);
+            if let Holding::Limiter(value) = key.holding()
+                && let Some(state) = value.unpack()
+            {
+                C::replicate(ctx, argv, &parsed.opts, now, &state);
             }
             true
         }

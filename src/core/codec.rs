@@ -75,7 +75,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::CoreError;
     use crate::core::fixed_window::{Fixed, FixedParams};
@@ -154,7 +154,7 @@ mod tests {
         );
     }
 
-    fn arb_state() -> impl Strategy<Value = LimiterState> {
+    pub(crate) fn arb_state() -> impl Strategy<Value = LimiterState> {
         let params = (
             1u64..=i64::MAX as u64,
             1u64..=i64::MAX as u64,

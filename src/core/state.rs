@@ -148,6 +148,11 @@ impl LimiterState {
             .max(self.last_update)
     }
 
+    /// Whether the algorithm's state holds heap memory (a sliding log's entries).
+    pub fn has_heap(&self) -> bool {
+        dispatch!(&self.algo, a => a.heap_size()) > 0
+    }
+
     /// Bytes used, the value itself and its heap, for `MEMORY USAGE`.
     pub fn mem_size(&self) -> usize {
         let heap = dispatch!(&self.algo, a => a.heap_size());

@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 
 use redis_module::{Context, raw};
 
-use crate::core::LimiterState;
+use crate::core::{LimiterState, Packed};
 use crate::error::RlError;
 use crate::ffi::command::Arg;
 use crate::ffi::datatype::{into_raw, raw_type};
@@ -15,7 +15,7 @@ pub enum Holding<'a> {
     /// Nothing.
     Empty,
     /// One of our limiters.
-    Limiter(&'a mut LimiterState),
+    Limiter(&'a mut Packed),
     /// Any other type (Redis's own WRONGTYPE).
     Other,
 }
@@ -101,7 +101,7 @@ impl LimiterKey {
             Ok(())
         } else {
             // SAFETY: Redis did not take the value; reclaim it.
-            drop(unsafe { Box::from_raw(value.cast::<LimiterState>()) });
+            drop(unsafe { Box::from_raw(value.cast::<Packed>()) });
             Err(RlError::WrongType)
         }
     }
