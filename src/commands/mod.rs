@@ -46,11 +46,10 @@ use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::commands::restore::SET_COMMAND;
 use crate::config;
-use crate::core::LimiterState;
 use crate::core::Micros;
-use crate::core::codec;
 use crate::core::flow::{self, Write};
 use crate::core::limiter::{Algorithm, Decision, Verdict};
+use crate::core::packed::Encodable;
 use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
 use crate::docs::CommandDoc;
@@ -127,7 +126,7 @@ pub trait LimiterCommand {
     /// short (`RL._SET key payload`: the replica stops recomputing, and the bytes are fewer than
     /// the command's), else this command with its arguments and the evaluation time as `AT`.
     /// O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: &LimiterState) {
+    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
         let Some(key) = argv.get(1) else { return };
         if !replicate_state(ctx, key, state) {
             replicate_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
@@ -152,10 +151,10 @@ thread_local! {
 
 /// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
 /// bytes; `false` (nothing propagated) otherwise.
-pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: &LimiterState) -> bool {
+pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
     PAYLOAD.with_borrow_mut(|buf| {
         buf.clear();
-        codec::encode_into(state, buf);
+        state.encode_into(buf);
         if buf.len() > STATE_REPLICATION_MAX {
             return false;
         }
@@ -307,17 +306,14 @@ pub fn run<C: LimiterCommand>(
     let wrote = match (outcome.write, existing) {
         (Write::None, _) => false,
         (Write::Updated, Some(state)) => {
-            C::replicate(ctx, argv, &parsed.opts, now, &state);
-            state.store();
+            C::replicate(ctx, argv, &parsed.opts, now, state.store());
             true
         }
         (Write::Updated, None) => true,
         (Write::Created(state), _) => {
             key.set(state)?;
-            if let Holding::Limiter(value) = key.holding()
-                && let Some(state) = value.unpack()
-            {
-                C::replicate(ctx, argv, &parsed.opts, now, &state);
+            if let Holding::Limiter(value) = key.holding() {
+                C::replicate(ctx, argv, &parsed.opts, now, value.stored());
             }
             true
         }

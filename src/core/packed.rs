@@ -105,6 +105,14 @@ impl Packed {
         }
     }
 
+    /// The value, for its encoding.
+    pub fn stored(&self) -> Encodable<'_> {
+        match self {
+            Packed::Inline(i) => Encodable::Inline(i),
+            Packed::Boxed(b) => Encodable::Full(b),
+        }
+    }
+
     /// Bytes used, the value itself and its heap, for `MEMORY USAGE`.
     pub fn mem_size(&self) -> usize {
         let own = std::mem::size_of::<Self>();
@@ -125,11 +133,41 @@ pub enum StateMut<'a> {
     },
 }
 
-impl StateMut<'_> {
-    /// Keep what was changed (an inline value is encoded again, boxed if it no longer fits).
-    pub fn store(self) {
-        if let StateMut::Inline { slot, state } = self {
-            *slot = Packed::pack(state);
+impl<'a> StateMut<'a> {
+    /// Keep what was changed (an inline value is encoded again, boxed if it no longer fits);
+    /// returns the stored value, to be encoded for replication.
+    pub fn store(self) -> Encodable<'a> {
+        match self {
+            StateMut::Boxed(s) => Encodable::Full(s),
+            StateMut::Inline { slot, state } => {
+                *slot = Packed::pack(state);
+                slot.stored()
+            }
+        }
+    }
+}
+
+/// A stored value, for its codec encoding: an inline value is most of it already.
+#[derive(Debug, Clone, Copy)]
+pub enum Encodable<'a> {
+    Inline(&'a Inline),
+    Full(&'a LimiterState),
+}
+
+impl Encodable<'_> {
+    /// Append the value's codec encoding (`core::codec`) to `out`.
+    pub fn encode_into(self, out: &mut Vec<u8>) {
+        match self {
+            Encodable::Inline(i) => {
+                // The codec's layout: version, kind, then what the inline value holds, then
+                // no DEDUP id.
+                out.reserve(INLINE_MAX + 3);
+                out.push(crate::core::codec::CODEC_VERSION);
+                out.push(i.kind as u8);
+                out.extend_from_slice(i.bytes.get(..usize::from(i.len)).unwrap_or_default());
+                out.push(0);
+            }
+            Encodable::Full(s) => crate::core::codec::encode_into(s, out),
         }
     }
 }
@@ -191,6 +229,9 @@ mod tests {
             let mut packed = Packed::pack(state.clone());
             prop_assert_eq!(packed.state(), Some(state.clone()));
             prop_assert_eq!(packed.read(codec::encode), Some(codec::encode(&state)));
+            let mut enc = Vec::new();
+            packed.stored().encode_into(&mut enc);
+            prop_assert_eq!(enc, codec::encode(&state));
             let mut s = packed.unpack().unwrap();
             s.last_update = last;
             s.store();

@@ -1,21 +1,14 @@
 //! LEB128 varints: the number format of the codec and of the sliding log's packed entries.
 
-/// Append `v` as an unsigned LEB128 varint (in 64-bit arithmetic, written into a stack buffer
-/// and appended at once: it is on the path of every replicated call).
+/// Append `v` as an unsigned LEB128 varint (in 64-bit arithmetic: it is on the path of every
+/// write).
 pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 10];
-    let mut n = 0usize;
-    for slot in buf.iter_mut() {
-        let byte = (v & 0x7f) as u8;
+    out.reserve(10);
+    while v >= 0x80 {
+        out.push((v & 0x7f) as u8 | 0x80);
         v >>= 7;
-        n = n.saturating_add(1);
-        if v == 0 {
-            *slot = byte;
-            break;
-        }
-        *slot = byte | 0x80;
     }
-    out.extend_from_slice(buf.get(..n).unwrap_or_default());
+    out.push(v as u8);
 }
 
 /// Append `v` as an unsigned LEB128 varint.
