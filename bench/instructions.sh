@@ -6,7 +6,7 @@
 # The second table does the same with a replica attached to the counted master (the replica, a
 # plain redis-server with the module, is not counted): the cost of propagation.
 #
-# usage: bench/instructions.sh [N]        (default 20000 calls per command; about 6 minutes)
+# usage: bench/instructions.sh [N]        (default 20000 calls per command; about 8 minutes)
 #   RL_INSTR_ONLY=regex   only the labels matching it (e.g. 'INCR|RL.GCRA')
 #   RL_INSTR_KEEP=dir     keep each callgrind output there (for callgrind_annotate)
 #   RL_INSTR_REPLICA=0    skip the with-replica table (=only: only that table)
