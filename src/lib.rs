@@ -24,18 +24,31 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 #[cfg(test)]
 type ModuleAlloc = std::alloc::System;
 
-/// Load-time setup after the commands are registered: command docs and key specs, I/O error
+/// Load-time setup after the commands are registered: command docs, key specs and ACL
+/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error
 /// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
 /// runs the hook it replaces.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     if register_limiters(ctx) == Status::Err {
         return Status::Err;
     }
+    let fail = |e: String| {
+        ffi::log::warning(&format!("ratelimit: {e}"));
+        Status::Err
+    };
+    let module_category = match ffi::cmdinfo::add_module_acl_category(ctx) {
+        Ok(added) => added,
+        Err(e) => return fail(e),
+    };
     for doc in commands::registry::docs() {
-        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc) {
-            ffi::log::warning(&format!("ratelimit: {e}"));
-            return Status::Err;
+        if let Err(e) = ffi::cmdinfo::set_command_info(ctx, doc)
+            .and_then(|()| ffi::cmdinfo::set_acl_categories(ctx, doc, module_category))
+        {
+            return fail(e);
         }
+    }
+    if let Err(e) = ffi::resetstat::register(ctx) {
+        return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
     // A panic in a command aborts the server: leave the message and a backtrace in the server
@@ -56,7 +69,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 /// Register the limiter commands (one per registered algorithm, and CL.THROTTLE) with their own
 /// handler (`ffi::command`): they are the hot path, and skip the crate's argument Vec.
 macro_rules! limiter_commands {
-    ([$ctx:expr] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {{
+    ([$ctx:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {{
         let flags = c"write deny-oom fast";
         let mut status = Status::Ok;
         $(
@@ -84,7 +97,7 @@ fn register_limiters(ctx: &Context) -> Status {
 
 /// The module, with one command per registered algorithm (`crate::registry`) and the others.
 macro_rules! module {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         redis_module! {
             name: "ratelimit",
             version: 1,
@@ -94,6 +107,7 @@ macro_rules! module {
             commands: [
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl._set", commands::entry(commands::restore::run_set), "write deny-oom", 1, 1, 1, ""],

@@ -7,7 +7,8 @@ use crate::core::Kind;
 /// Counters of one command. Only the main thread writes them.
 #[derive(Debug)]
 pub struct CommandStats {
-    /// The command as `INFO` names it.
+    /// The command as `INFO` names it: a valid Prometheus metric name (letters, digits,
+    /// underscores), as exporters take module INFO fields as they are.
     pub name: &'static str,
     /// Calls that were evaluated (errors excluded): granted + denied.
     pub calls: AtomicU64,
@@ -37,19 +38,27 @@ impl CommandStats {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Zero the counters.
+    pub fn reset(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+        self.granted.store(0, Ordering::Relaxed);
+        self.denied.store(0, Ordering::Relaxed);
+    }
 }
 
-pub static THROTTLE: CommandStats = CommandStats::new("cl.throttle");
-pub static STREAMCOUNT: CommandStats = CommandStats::new("rl.streamcount");
-pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl.all");
+pub static THROTTLE: CommandStats = CommandStats::new("cl_throttle");
+pub static STREAMCOUNT: CommandStats = CommandStats::new("rl_streamcount");
+pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl_all");
+pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
             use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(concat!("rl.", $name));)*
+            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::stat_of!($name $($cmd)?));)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -66,13 +75,22 @@ macro_rules! define_stats {
             &STREAMCOUNT,
             &ALL_LIMITERS,
             &THROTTLE,
+            &RELEASE,
         ];
     };
 }
 
 crate::registry::algorithms!(define_stats);
 
-/// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`.
+/// Zero every command's counters (`CONFIG RESETSTAT`).
+pub fn reset() {
+    for s in ALL {
+        s.reset();
+    }
+}
+
+/// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`,
+/// the command's name with `_` for `.` (`ratelimit_rl_gcra`).
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -87,4 +105,37 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
     }
     section.build_section()?.build_info()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prometheus_metric_names() {
+        for s in ALL {
+            let mut chars = s.name.chars();
+            let first = chars.next().expect("a name");
+            assert!(first.is_ascii_alphabetic() || first == '_', "{}", s.name);
+            assert!(
+                chars.all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{}",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn reset_zeroes_every_counter() {
+        let s = CommandStats::new("t");
+        s.record(true);
+        s.record(false);
+        s.record(false);
+        assert_eq!(s.calls.load(Ordering::Relaxed), 3);
+        assert_eq!(s.denied.load(Ordering::Relaxed), 2);
+        s.reset();
+        for c in [&s.calls, &s.granted, &s.denied] {
+            assert_eq!(c.load(Ordering::Relaxed), 0);
+        }
+    }
 }

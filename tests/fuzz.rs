@@ -1,9 +1,9 @@
 //! Seeded fuzzing of every command against a real server: random argument vectors (wrong arity,
 //! numbers and durations in odd spellings, options repeated, misspelled or without a value, `AT`
-//! far in the past or future, DEDUP ids from 0 bytes to 1 MB, keys of other types and of other
-//! limiters, RL.ALL numkeys mismatches, mutated RL._RESTORE payloads taken from an AOF rewrite,
-//! and bytes of every class: NUL, CR/LF, U+0100, U+4E00, U+1F600, invalid UTF-8, in every
-//! position).
+//! far in the past or future, DEDUP and lease ids from 0 bytes to 1 MB, keys of other types and
+//! of other limiters, RL.ALL numkeys mismatches, mutated RL._RESTORE payloads taken from an AOF
+//! rewrite, and bytes of every class: NUL, CR/LF, U+0100, U+4E00, U+1F600, invalid UTF-8, in
+//! every position).
 //!
 //! After each batch the server must answer PING; every error must start with a Redis error
 //! code (an upper-case word) and be printable ASCII; a success must have its command's reply
@@ -373,6 +373,26 @@ const COMMANDS: &[Command] = &[
         name: "RL._RESTORE",
         shape: Shape::Ok,
     },
+    Command {
+        name: "RL.ACQUIRE",
+        shape: Shape::Limiter,
+    },
+    Command {
+        name: "RL.RELEASE",
+        shape: Shape::Int,
+    },
+];
+
+/// The limiter commands whose keys RL.INFO and RL.ALL use (each of its own keys), in RL.ALL's
+/// kind order.
+const LIMITER_COMMANDS: &[&str] = &[
+    "RL.GCRA",
+    "RL.TOKENBUCKET",
+    "RL.LEAKYBUCKET",
+    "RL.FIXED",
+    "RL.SLIDING",
+    "RL.SLIDINGCOUNTER",
+    "RL.ACQUIRE",
 ];
 
 /// Keys the vectors use: empty ones, strings, a stream, a hash, a list, limiters of every kind
@@ -391,6 +411,7 @@ const KEYS: &[&[u8]] = &[
     b"lim:fixed",
     b"lim:sliding",
     b"lim:sc",
+    b"lim:conc",
     b"lim:restored",
     b"",
     b"\x00",
@@ -558,10 +579,10 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
             v.push(numkeys);
             // The limiters first, so each key can be one of its limiter's own.
             let kinds: Vec<usize> = (0..n)
-                .map(|_| r.below(if r.odd_in == 1 { 7 } else { 6 }))
+                .map(|_| r.below(if r.odd_in == 1 { 8 } else { 7 }))
                 .collect();
             for &kind in &kinds {
-                let own = COMMANDS.get(kind).map_or("RL.GCRA", |c| c.name);
+                let own = LIMITER_COMMANDS.get(kind).copied().unwrap_or("RL.GCRA");
                 v.push(key(r, own));
             }
             for &kind in &kinds {
@@ -582,10 +603,41 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
                         }
                     }
                     5 => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
+                    6 => v.extend([spell(r, "CONCURRENCY"), count(r), duration(r)]),
                     _ => v.push(text_token(r)),
                 }
             }
             options(r, &mut v, &[], true);
+            // CONCURRENCY takes its lease id from DEDUP: give one to plausible vectors.
+            if kinds.contains(&6) && !v.iter().any(|a| a == b"DEDUP") && !r.odd() {
+                v.extend([spell(r, "DEDUP"), dedup_id(r)]);
+            }
+        }
+        "RL.ACQUIRE" => {
+            v.extend([key(r, name), count(r), duration(r)]);
+            // `ID id` is required and may come anywhere among the options.
+            let id_first = r.below(2) == 0;
+            let id = [spell(r, "ID"), dedup_id(r)];
+            let give_id = !(r.odd() && r.one_in(4));
+            if give_id && id_first {
+                v.extend(id.clone());
+            }
+            // Its own options are the shared COST, PEEK and AT; odd vectors also get the
+            // shared options it refuses (BESTEFFORT, DEDUP).
+            let shared = r.odd();
+            options(r, &mut v, &["COST", "PEEK", "AT"], shared);
+            if give_id && !id_first {
+                v.extend(id);
+            }
+        }
+        "RL.RELEASE" => {
+            v.extend([key(r, "RL.ACQUIRE"), dedup_id(r)]);
+            if r.one_in(3) {
+                v.push(spell(r, "AT"));
+                if !r.one_in(5) {
+                    v.push(at_value(r));
+                }
+            }
         }
         "CL.THROTTLE" => {
             v.extend([key(r, "RL.GCRA"), count(r), count(r), count(r)]);
@@ -600,7 +652,7 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
             }
         }
         "RL.INFO" => {
-            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            let kind = r.pick(LIMITER_COMMANDS);
             v.push(key(r, kind));
         }
         "RL._RESTORE" => {
@@ -647,7 +699,7 @@ fn mutate(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
             v.extend(seg);
         }
         6 => {
-            let opt = r.pick(&["AT", "COST", "DEDUP", "OFFSET", "PRECISION"][..]);
+            let opt = r.pick(&["AT", "COST", "DEDUP", "OFFSET", "PRECISION", "ID", "PEEK"][..]);
             v.push(spell(r, opt));
         }
         _ if v.len() > 1 => {
@@ -790,6 +842,16 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
         );
         c.ints(&[&["RL.SLIDINGCOUNTER", "p:sc", "10", "1m"][..], &opts].concat());
         c.ints(&[
+            "RL.ACQUIRE",
+            "p:conc",
+            "10",
+            "1h",
+            "ID",
+            id.as_str(),
+            "AT",
+            at.as_str(),
+        ]);
+        c.ints(&[
             "CL.THROTTLE",
             "p:cell",
             "5",
@@ -833,7 +895,7 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
         .collect();
     assert_eq!(
         payloads.len(),
-        7,
+        8,
         "one RL._RESTORE per key in {}",
         base.display()
     );
@@ -886,6 +948,7 @@ fn setup(c: &mut Conn, payloads: &[Vec<u8>], r: &mut Rng) {
         args!["RL.FIXED", "lim:fixed", 10, "1h", "AT", at].to_vec(),
         args!["RL.SLIDING", "lim:sliding", 10, "1h", "AT", at].to_vec(),
         args!["RL.SLIDINGCOUNTER", "lim:sc", 10, "1h", "AT", at].to_vec(),
+        args!["RL.ACQUIRE", "lim:conc", 10, "1h", "ID", "w", "AT", at].to_vec(),
         args!["RL._RESTORE", "lim:restored", r.pick_ref(payloads).clone()].to_vec(),
     ];
     for cmd in &cmds {

@@ -128,6 +128,11 @@ fn every_command_quotes_hostile_bytes_escaped() {
             (args!["CL.THROTTLE", "k", 1, 1, 1, 1, "AT", h].to_vec(),
                 format!("ERR invalid time '{q}' for AT, expected unix milliseconds")),
             (args!["RL._RESTORE", "k", "x", h].to_vec(),           format!("ERR unknown option '{q}'")),
+            (args!["RL.ACQUIRE", "k", 1, h, "ID", h].to_vec(),     format!("ERR invalid duration '{q}' for lease")),
+            (args!["RL.ACQUIRE", "k", 1, "1s", "ID", h, h].to_vec(), format!("ERR unknown option '{q}'")),
+            (args!["RL.RELEASE", "k", h, h].to_vec(),              format!("ERR unknown option '{q}'")),
+            (args!["RL.RELEASE", "k", h, "AT", h].to_vec(),
+                format!("ERR invalid time '{q}' for AT, expected unix milliseconds")),
         ];
         for (cmd, want) in cases {
             assert_eq!(c.err(&cmd), want, "{cmd:?}");

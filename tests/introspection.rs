@@ -79,12 +79,24 @@ fn command_info_declares_arity_flags_and_key_specs() {
 fn command_docs_describe_every_command() {
     let s = Server::start();
     let mut c = s.conn();
-    for cmd in [
-        "rl.gcra",
-        "rl.tokenbucket",
-        "rl.leakybucket",
-        "cl.throttle",
-        "rl.info",
+    // The complexity each command's docs must state.
+    for (cmd, complexity) in [
+        ("rl.gcra", "O(1)"),
+        ("rl.tokenbucket", "O(1)"),
+        ("rl.leakybucket", "O(1)"),
+        ("cl.throttle", "O(1)"),
+        (
+            "rl.info",
+            "O(1); O(log N) on a concurrency key, where N is the number of leases held",
+        ),
+        (
+            "rl.acquire",
+            "O(log N) where N is the number of leases held",
+        ),
+        (
+            "rl.release",
+            "O(log N) where N is the number of leases held",
+        ),
     ] {
         let docs = flat(&c.cmd(&["COMMAND", "DOCS", cmd]));
         let field = |name: &str| {
@@ -96,7 +108,7 @@ fn command_docs_describe_every_command() {
             field("summary").is_some_and(|s| s.len() > 10),
             "{cmd}: {docs:?}"
         );
-        assert_eq!(field("complexity").as_deref(), Some("O(1)"), "{cmd}");
+        assert_eq!(field("complexity").as_deref(), Some(complexity), "{cmd}");
         assert!(
             docs.windows(2)
                 .any(|w| w[0] == "module" && w[1] == "ratelimit"),
@@ -120,18 +132,134 @@ fn info_counts_calls_granted_and_denied_per_command() {
     c.ints(&["CL.THROTTLE", "t", "0", "1", "60"]);
     c.err(&["RL.GCRA", "k", "0", "1", "1m"]);
     assert_eq!(
-        c.info_field("ratelimit", "ratelimit_rl.gcra").as_deref(),
+        c.info_field("ratelimit", "ratelimit_rl_gcra").as_deref(),
         Some("calls=3,granted=2,denied=1")
     );
     assert_eq!(
-        c.info_field("ratelimit", "ratelimit_cl.throttle")
+        c.info_field("ratelimit", "ratelimit_cl_throttle")
             .as_deref(),
         Some("calls=1,granted=1,denied=0")
     );
     assert_eq!(
-        c.info_field("ratelimit", "ratelimit_rl.tokenbucket")
+        c.info_field("ratelimit", "ratelimit_rl_tokenbucket")
             .as_deref(),
         Some("calls=0,granted=0,denied=0")
+    );
+}
+
+/// The `field:value` lines of `INFO ratelimit`.
+fn info_lines(c: &mut Conn) -> Vec<(String, String)> {
+    let info = c.ok(&["INFO", "ratelimit"]);
+    let text = info
+        .as_str()
+        .unwrap_or_else(|| panic!("INFO ratelimit: {info:?}"));
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap_or_else(|| panic!("line {l:?}"));
+            (k.to_string(), v.trim_end().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn info_field_names_are_prometheus_metric_names() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let lines = info_lines(&mut c);
+    let names: Vec<&str> = lines.iter().map(|(k, _)| k.as_str()).collect();
+    // One line per command, named after it with `_` for `.`.
+    for cmd in [
+        "rl.gcra",
+        "rl.tokenbucket",
+        "rl.leakybucket",
+        "rl.fixed",
+        "rl.sliding",
+        "rl.slidingcounter",
+        "rl.streamcount",
+        "rl.all",
+        "cl.throttle",
+        "rl.acquire",
+        "rl.release",
+    ] {
+        let want = format!("ratelimit_{}", cmd.replace('.', "_"));
+        assert!(names.contains(&want.as_str()), "{want}: {names:?}");
+    }
+    let valid = |n: &str| {
+        n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    for (name, value) in &lines {
+        assert!(valid(name), "{name}");
+        for kv in value.split(',') {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{name}: {value}"));
+            assert!(valid(k), "{name}: {k}");
+            assert!(v.parse::<u64>().is_ok(), "{name}: {kv}");
+        }
+    }
+}
+
+#[test]
+fn config_resetstat_resets_the_counters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let zero = "calls=0,granted=0,denied=0";
+    let count = |c: &mut Conn| {
+        c.ints(&["RL.GCRA", "k", "1", "1", "1m"]);
+        c.ints(&["RL.GCRA", "k", "1", "1", "1m"]);
+        c.ints(&["RL.FIXED", "f", "5", "1m"]);
+    };
+    count(&mut c);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl_gcra").as_deref(),
+        Some("calls=2,granted=1,denied=1")
+    );
+    // Lower case, as typed, and every command's line.
+    c.ok(&["config", "resetstat"]);
+    for (name, value) in info_lines(&mut c) {
+        assert_eq!(value, zero, "{name}");
+    }
+    // Counting goes on from zero.
+    count(&mut c);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl_fixed").as_deref(),
+        Some("calls=1,granted=1,denied=0")
+    );
+    // Other CONFIG commands leave the counters alone.
+    c.ok(&["CONFIG", "GET", "maxmemory"]);
+    c.ok(&["CONFIG", "SET", "ratelimit.dedup-max", "10"]);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl_fixed").as_deref(),
+        Some("calls=1,granted=1,denied=0")
+    );
+    // A caller that may not run CONFIG RESETSTAT resets nothing, where the server names the
+    // caller to modules (Redis 7.2+, Valkey). Redis 7.0 cannot: the counters are reset although
+    // the server refuses the command.
+    let names_caller = s.is_valkey() || s.version_at_least(7, 2);
+    c.ok(&[
+        "ACL",
+        "SETUSER",
+        "nostat",
+        "on",
+        ">pw",
+        "+@all",
+        "-config|resetstat",
+        "~*",
+    ]);
+    let mut nostat = s.conn();
+    nostat.ok(&["AUTH", "nostat", "pw"]);
+    let e = nostat.err(&["CONFIG", "RESETSTAT"]);
+    assert!(e.starts_with("NOPERM"), "{e}");
+    let want = if names_caller {
+        "calls=1,granted=1,denied=0"
+    } else {
+        zero
+    };
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl_fixed").as_deref(),
+        Some(want)
     );
 }
 

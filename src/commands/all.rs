@@ -77,6 +77,10 @@ impl<'a> AllRequest<'a> {
             specs.push((limiter.parse)(&argv)?);
         }
         let opts = Options::parse(&mut args, |_, _| Ok(false))?;
+        let specs = specs
+            .into_iter()
+            .map(|s| s.bind_call(opts.dedup, opts.best_effort))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(AllRequest { keys, specs, opts })
     }
 }

@@ -22,6 +22,7 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"offset", ArgType::String, c"OFFSET"),
     ],
     shared_options: true,
+    acl: c"write fast",
 };
 
 /// RL.FIXED.

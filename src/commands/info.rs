@@ -41,12 +41,19 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
         ));
     }
+    let live = state.describe_live(server_now());
     // No name twice (a RESP3 map key must be unique): a parameter named like a reply field
     // (FIXED's `limit`) holds the same value, and is shown once, as the parameter.
     for (name, value) in decision_fields(&decision) {
         if !fields.iter().any(|(n, _)| *n == name) {
             fields.push((name, value));
         }
+    }
+    for (name, value) in live {
+        fields.push((
+            name,
+            RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
+        ));
     }
     fields.push((
         "dedup_ids",

@@ -22,6 +22,7 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"period", ArgType::String),
     ],
     shared_options: true,
+    acl: c"write fast",
 };
 
 /// RL.LEAKYBUCKET.

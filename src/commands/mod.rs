@@ -25,6 +25,7 @@
 
 pub mod all;
 pub mod args;
+pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
@@ -120,6 +121,15 @@ pub trait LimiterCommand {
     /// # Errors
     /// Any argument error, worded for the client.
     fn parse(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError>;
+
+    /// Parse the algorithm's limiter inside RL.ALL (the same arguments, without the shared
+    /// options, which RL.ALL parses once for all limiters): by default as [`Self::parse`].
+    ///
+    /// # Errors
+    /// As [`Self::parse`].
+    fn parse_limiter(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError> {
+        Self::parse(args)
+    }
 
     /// Propagate a granted call to replicas and the AOF deterministically, never verbatim (its
     /// result depends on the master's clock): the key's new value itself when its encoding is

@@ -5,7 +5,7 @@
 use crate::commands::LimiterCommand;
 use crate::core::Kind;
 use crate::core::multi::AnyParams;
-use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS, SHARED_OPTIONS};
 use crate::error::RlError;
 
 /// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
@@ -17,32 +17,39 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// The arguments after the key that every call gives.
+    /// The arguments after the key that every call gives (not a required token, RL.ACQUIRE's
+    /// `ID id`, which RL.ALL takes from its shared options).
     pub fn positional(&self) -> usize {
         self.doc
             .args
             .iter()
-            .filter(|a| a.kind != ArgType::Key && !a.optional)
+            .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
             .count()
     }
 
-    /// The command's own options (each a token and one value).
+    /// The command's own options (each a token and one value), not the shared ones a command
+    /// may list among its own arguments (RL.ACQUIRE's `COST`, `PEEK`, `AT`).
     pub fn options(&self) -> impl Iterator<Item = &'static [u8]> {
         self.doc
             .args
             .iter()
             .filter(|a: &&ArgDoc| a.optional)
             .filter_map(|a| a.token.map(|t| t.to_bytes()))
+            .filter(|t| {
+                !SHARED_OPTIONS
+                    .iter()
+                    .any(|s| s.token.map(|s| s.to_bytes()) == Some(*t))
+            })
     }
 }
 
 /// Parse one limiter with its own command's parser.
 fn parse_with<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
-    C::parse(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
+    C::parse_limiter(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
 }
 
 macro_rules! define_limiters {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// Every algorithm, in registry order.
         pub static LIMITERS: &[Limiter] = &[
             $(Limiter {
@@ -70,6 +77,7 @@ pub fn docs() -> impl Iterator<Item = &'static CommandDoc> {
         .chain(std::iter::once(
             &<crate::commands::throttle::ThrottleCommand as LimiterCommand>::DOC,
         ))
+        .chain(std::iter::once(&crate::commands::concurrency::RELEASE_DOC))
         .chain(OTHERS)
 }
 
@@ -109,8 +117,8 @@ mod tests {
             assert_eq!(limiter.doc.name.to_str(), Ok(kind.command()));
             assert_eq!(limiter.doc.args.first().map(|a| a.kind), Some(ArgType::Key));
             assert!(docs().filter(|d| d.name == limiter.doc.name).count() == 1);
-            // INFO counters.
-            assert_eq!(stats::of(*kind).name, kind.command());
+            // INFO counters, named after the command with `_` for `.`.
+            assert_eq!(stats::of(*kind).name, kind.command().replace('.', "_"));
             assert!(
                 stats::ALL
                     .iter()
@@ -118,13 +126,14 @@ mod tests {
             );
         }
         // A parsed limiter of every kind is stored with its tag and decodes back.
-        let samples: [&[&str]; 6] = [
+        let samples: [&[&str]; 7] = [
             &["rl.gcra", "k", "1", "1", "1s"],
             &["rl.tokenbucket", "k", "1", "1", "1s"],
             &["rl.leakybucket", "k", "1", "1", "1s"],
             &["rl.fixed", "k", "1", "1s"],
             &["rl.sliding", "k", "1", "1s"],
             &["rl.slidingcounter", "k", "1", "1s"],
+            &["rl.acquire", "k", "1", "1s"],
         ];
         assert_eq!(samples.len(), LIMITERS.len());
         for (limiter, argv) in LIMITERS.iter().zip(samples) {

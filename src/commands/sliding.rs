@@ -21,6 +21,7 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"precision", ArgType::String, c"PRECISION"),
     ],
     shared_options: true,
+    acl: c"write fast",
 };
 
 /// RL.SLIDING.

@@ -20,6 +20,7 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"window", ArgType::String),
     ],
     shared_options: true,
+    acl: c"write fast",
 };
 
 /// RL.SLIDINGCOUNTER.

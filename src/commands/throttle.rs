@@ -55,6 +55,7 @@ const DOC: CommandDoc = CommandDoc {
         },
     ],
     shared_options: false,
+    acl: c"write fast",
 };
 
 impl LimiterCommand for ThrottleCommand {

@@ -78,6 +78,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
 pub(crate) mod tests {
     use super::*;
     use crate::core::CoreError;
+    use crate::core::concurrency::{Concurrency, ConcurrencyParams};
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::flow::apply;
     use crate::core::gcra::{Carry, Gcra, GcraParams, Schedule};
@@ -85,8 +86,8 @@ pub(crate) mod tests {
     use crate::core::limiter::{Algorithm, Decision, Request};
     use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
-    use crate::core::state::AlgoState;
     use crate::core::state::Stored;
+    use crate::core::state::{AlgoState, dispatch};
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
@@ -164,7 +165,7 @@ pub(crate) mod tests {
         let entry = (any::<u128>(), any::<u64>(), any::<u64>());
         (
             params,
-            0u8..6,
+            0u8..7,
             any::<u64>(),
             0u64..=crate::core::time::MAX_TIME,
             prop::collection::vec(entry, 0..5),
@@ -181,6 +182,21 @@ pub(crate) mod tests {
                         let mut s = Fixed::fresh(&f);
                         let _ = s.commit(&f, now, 1);
                         AlgoState::Fixed(s)
+                    }
+                    6 => {
+                        let c =
+                            ConcurrencyParams::new(p.burst() % 50 + 1, p.period(), None).unwrap();
+                        let mut s = Concurrency::fresh(&c);
+                        for i in 0..(p.rate() % 4) {
+                            let c = ConcurrencyParams::new(
+                                c.limit(),
+                                c.lease() / (i + 1),
+                                Some(DedupId(u128::from(p.rate()) << i)),
+                            )
+                            .unwrap();
+                            let _ = s.commit(&c, now, 1);
+                        }
+                        AlgoState::Concurrency(s)
                     }
                     5 => {
                         // Whole milliseconds, a precision no longer than the window.
@@ -214,14 +230,12 @@ pub(crate) mod tests {
             let p = A::from_state(&s.algo).unwrap().params().clone();
             apply::<A>(Some(s), &p, req, 10).map(|o| Decision::from(o.verdict))
         }
-        match s.kind() {
-            Kind::Gcra => go::<Gcra>(s, req),
-            Kind::TokenBucket => go::<TokenBucket>(s, req),
-            Kind::LeakyBucket => go::<LeakyBucket>(s, req),
-            Kind::Fixed => go::<Fixed>(s, req),
-            Kind::SlidingCounter => go::<SlidingCounter>(s, req),
-            Kind::Sliding => go::<SlidingLog>(s, req),
+        type Go = fn(&mut LimiterState, &Request) -> Result<Decision, CoreError>;
+        fn of<A: Stored>(_: &A) -> Go {
+            go::<A>
         }
+        let f: Go = dispatch!(&s.algo, a => of(a));
+        f(s, req)
     }
 
     proptest! {

@@ -16,6 +16,8 @@ pub enum CoreError {
     /// A key's state converted to new parameters would be fresh again later than
     /// [`MAX_SPAN`](crate::core::time::MAX_SPAN) from now (a long backlog at a much slower rate).
     StateTooLong,
+    /// A request the algorithm does not take; the text says why (`ERR <text>`).
+    Refused(&'static str),
     /// Arithmetic on the given parameters would overflow.
     Overflow,
 }

@@ -105,10 +105,10 @@ pub fn commit<A: Stored>(
     algo.commit(params, now, granted)?;
     state.last_update = now;
     state.dedup.forget_expired(now);
-    if let Some(id) = dedup {
-        state
-            .dedup
-            .remember(id, granted, A::dedup_until(params, now), dedup_max);
+    let until = A::dedup_until(params, now);
+    // An id remembered until a time already passed is not remembered.
+    if let Some(id) = dedup.filter(|_| until > now) {
+        state.dedup.remember(id, granted, until, dedup_max);
     }
     Ok(state.expires_at())
 }

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use std::fmt;
 
 macro_rules! define_kind {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// The algorithms, in registry order. The discriminant is the codec's tag byte: never
         /// renumber.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,14 +28,14 @@ macro_rules! define_kind {
             /// Its command as registered (`rl.gcra`).
             pub const fn command(self) -> &'static str {
                 match self {
-                    $(Kind::$variant => concat!("rl.", $name),)*
+                    $(Kind::$variant => crate::registry::command_of!($name $($cmd)?),)*
                 }
             }
 
             /// Its command as a C string: the keyspace event of a write, the command replicated.
             pub const fn command_c(self) -> &'static CStr {
                 match self {
-                    $(Kind::$variant => crate::registry::c_str(concat!("rl.", $name, "\0").as_bytes()),)*
+                    $(Kind::$variant => crate::registry::c_str(concat!(crate::registry::command_of!($name $($cmd)?), "\0").as_bytes()),)*
                 }
             }
 
@@ -57,11 +57,10 @@ macro_rules! define_kind {
 
 crate::registry::algorithms!(define_kind);
 
-/// The command as users type it (`RL.GCRA`), as errors name it.
+/// The command as users type it (`RL.GCRA`, `RL.ACQUIRE`), as errors name it.
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RL.")?;
-        self.name()
+        self.command()
             .chars()
             .try_for_each(|c| fmt::Write::write_char(f, c.to_ascii_uppercase()))
     }
@@ -82,6 +81,7 @@ mod tests {
             (Kind::Fixed,           4,   "RL.FIXED",           "fixed"),
             (Kind::Sliding,         5,   "RL.SLIDING",         "sliding"),
             (Kind::SlidingCounter,  6,   "RL.SLIDINGCOUNTER",  "slidingcounter"),
+            (Kind::Concurrency,     7,   "RL.ACQUIRE",         "concurrency"),
         ];
         assert_eq!(Kind::ALL.len(), kinds.len());
         for (kind, tag, command, name) in kinds {
@@ -92,6 +92,6 @@ mod tests {
             assert_eq!(kind.command_c().to_str(), Ok(kind.command()));
         }
         assert_eq!(Kind::from_tag(0), None);
-        assert_eq!(Kind::from_tag(7), None);
+        assert_eq!(Kind::from_tag(8), None);
     }
 }

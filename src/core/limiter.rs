@@ -135,6 +135,25 @@ pub trait Algorithm: Sized + Clone {
     /// Parameter names and values, for RL.INFO.
     fn describe(params: &Self::Params) -> Vec<(&'static str, u64)>;
 
+    /// Names and values of the live state at `now`, for RL.INFO (a concurrency limiter's live
+    /// leases); none by default.
+    fn describe_live(&self, _now: Micros) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Fit `params` parsed inside RL.ALL to the call's shared options (a concurrency limiter
+    /// takes its lease id from `DEDUP`); nothing to do by default.
+    ///
+    /// # Errors
+    /// [`CoreError::Refused`] when the algorithm cannot take the call as given.
+    fn bind_call(
+        _params: &mut Self::Params,
+        _dedup: Option<DedupId>,
+        _best_effort: bool,
+    ) -> Result<(), CoreError> {
+        Ok(())
+    }
+
     /// Bytes on the heap beyond the state itself (for `MEMORY USAGE`).
     fn heap_size(&self) -> usize {
         0

@@ -26,11 +26,12 @@
 //! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
-//!   `sliding_counter`, `sliding_log`, and `stream_count`;
+//!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
 //! - `state`: the key's value over every registered algorithm;
 //! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
 
 pub mod codec;
+pub mod concurrency;
 pub mod dedup;
 pub mod error;
 pub mod fixed_window;

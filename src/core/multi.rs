@@ -6,6 +6,7 @@
 //! the second denies, as calling the commands one after another does. The per-key rules are
 //! `core::flow`'s, the same as the single-limiter commands'.
 
+use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
 use crate::core::flow;
 pub use crate::core::flow::Slot;
@@ -28,6 +29,18 @@ impl AnyParams {
     /// The algorithm.
     pub fn kind(&self) -> Kind {
         self.0.kind()
+    }
+
+    /// These parameters fitted to the call's shared options ([`Algorithm::bind_call`]).
+    ///
+    /// # Errors
+    /// [`CoreError::Refused`] from the algorithm.
+    pub fn bind_call(
+        self,
+        dedup: Option<DedupId>,
+        best_effort: bool,
+    ) -> Result<AnyParams, CoreError> {
+        dispatch!(&self.0, spec => bind_like(spec, dedup, best_effort))
     }
 
     /// A fresh limiter with these parameters.
@@ -69,6 +82,17 @@ fn evaluate_like<A: Stored>(
 ) -> Result<Verdict, CoreError> {
     let (algo, _) = flow::read::<A>(state, now)?;
     flow::evaluate(algo.or(Some(spec)), spec.params(), now, cost, best_effort)
+}
+
+/// [`AnyParams::bind_call`] for `spec`'s algorithm.
+fn bind_like<A: Stored>(
+    spec: &A,
+    dedup: Option<DedupId>,
+    best_effort: bool,
+) -> Result<AnyParams, CoreError> {
+    let mut params = spec.params().clone();
+    A::bind_call(&mut params, dedup, best_effort)?;
+    Ok(AnyParams::of::<A>(&params))
 }
 
 /// [`flow::commit`] for `spec`'s algorithm.

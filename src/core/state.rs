@@ -26,7 +26,7 @@ pub trait Stored: Algorithm {
 }
 
 macro_rules! define_state {
-    ([] $($variant:ident = $tag:literal => $name:literal, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
         /// One algorithm's state.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum AlgoState {
@@ -80,7 +80,7 @@ macro_rules! define_state {
 crate::registry::algorithms!(define_state);
 
 macro_rules! dispatch_rows {
-    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal, $ty:ty, $command:ty;)*) => {
+    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $ty:ty, $command:ty;)*) => {
         match $state {
             $($crate::core::state::AlgoState::$variant($a) => $body,)*
         }
@@ -123,6 +123,12 @@ impl LimiterState {
     /// The stored parameters, by name, for RL.INFO.
     pub fn describe(&self) -> Vec<(&'static str, u64)> {
         dispatch!(&self.algo, a => describe_of(a))
+    }
+
+    /// The live state at `now` by name, for RL.INFO (see [`Algorithm::describe_live`]).
+    pub fn describe_live(&self, now: Micros) -> Vec<(&'static str, u64)> {
+        let now = now.max(self.last_update);
+        dispatch!(&self.algo, a => a.describe_live(now))
     }
 
     /// The limiter reply at `now` as if `PEEK COST 0` (for RL.INFO).

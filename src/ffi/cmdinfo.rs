@@ -2,7 +2,9 @@
 //! exact arity, key specs (so cluster routing and `COMMAND GETKEYS` work) and `COMMAND DOCS`.
 //!
 //! The legacy command table of `redis_module!` registers the commands (the `#[command]` macro
-//! needs a 7.2 API); this adds what that table cannot say.
+//! needs a 7.2 API); this adds what that table cannot say, ACL categories included: each
+//! command's `acl` of the table, plus the module's own category, on the servers that have these
+//! APIs (looked up at load, so Redis 7.0 still loads the module without them).
 
 use std::mem::size_of;
 use std::os::raw::c_int;
@@ -10,7 +12,7 @@ use std::os::raw::c_int;
 use redis_module::commands::{BeginSearch, FindKeys, KeySpec, KeySpecFlags, get_redis_key_spec};
 use redis_module::{Context, raw};
 
-use crate::docs::{ArgDoc, ArgType, CommandDoc, Keys, SHARED_OPTIONS, SINCE};
+use crate::docs::{ACL_CATEGORY, ArgDoc, ArgType, CommandDoc, Keys, SHARED_OPTIONS, SINCE};
 
 fn arg_type(kind: ArgType) -> raw::RedisModuleCommandArgType {
     match kind {
@@ -113,5 +115,74 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), String> {
         Ok(())
     } else {
         Err(fail("SetCommandInfo refused the command info"))
+    }
+}
+
+/// Adds the module's ACL category ([`ACL_CATEGORY`]) where the server has module categories
+/// (`RedisModule_AddACLCategory`, Redis 7.4+ and Valkey 8+). Only valid during `OnLoad`.
+///
+/// Returns whether the category exists now.
+///
+/// # Errors
+/// A message if the server has the API and refused the category.
+pub fn add_module_acl_category(ctx: &Context) -> Result<bool, String> {
+    // SAFETY: copying a function pointer out of the API table, filled in at load (None when the
+    // server lacks the API).
+    let Some(add) = (unsafe { raw::RedisModule_AddACLCategory }) else {
+        return Ok(false);
+    };
+    // SAFETY: called from OnLoad with the module's context; the name is NUL-terminated.
+    let rc = unsafe { add(ctx.ctx, ACL_CATEGORY.as_ptr()) };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(true)
+    } else {
+        Err(format!(
+            "the server refused the ACL category '{}'",
+            ACL_CATEGORY.to_string_lossy()
+        ))
+    }
+}
+
+/// Puts `doc`'s command in its ACL categories (`doc.acl`, plus the module's category when
+/// `module_category`), where the server has `RedisModule_SetCommandACLCategories` (Redis 7.2+,
+/// Valkey). On older servers module commands are in no category: users need `+@all` or the
+/// commands by name.
+///
+/// # Errors
+/// A message naming the command if the server refused.
+pub fn set_acl_categories(
+    ctx: &Context,
+    doc: &CommandDoc,
+    module_category: bool,
+) -> Result<(), String> {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let get_command = unsafe { raw::RedisModule_GetCommand };
+    // SAFETY: as above (None on servers without the API).
+    let set_acl = unsafe { raw::RedisModule_SetCommandACLCategories };
+    let (Some(get_command), Some(set_acl)) = (get_command, set_acl) else {
+        return Ok(());
+    };
+    let mut categories = doc.acl.to_bytes().to_vec();
+    if module_category {
+        categories.push(b' ');
+        categories.extend_from_slice(ACL_CATEGORY.to_bytes());
+    }
+    categories.push(0);
+    // SAFETY: called from OnLoad with the module's context; the name is NUL-terminated.
+    let cmd = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    if cmd.is_null() {
+        return Err(format!("{}: not registered", doc.name.to_string_lossy()));
+    }
+    // SAFETY: `cmd` is our registered command; `categories` ends with the NUL pushed above and
+    // has no other NUL (both parts are C strings).
+    let rc = unsafe { set_acl(cmd, categories.as_ptr().cast()) };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: the server refused the ACL categories '{}'",
+            doc.name.to_string_lossy(),
+            String::from_utf8_lossy(&categories[..categories.len() - 1])
+        ))
     }
 }

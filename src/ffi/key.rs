@@ -115,6 +115,15 @@ impl LimiterKey {
         }
     }
 
+    /// Delete the key.
+    pub fn delete(&mut self) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(f) = unsafe { raw::RedisModule_DeleteKey } {
+            // SAFETY: `self.key` is open for writing.
+            unsafe { f(self.key) };
+        }
+    }
+
     /// Time to live in ms, or -1 without expiry (-2 when missing).
     pub fn ttl_ms(&self) -> i64 {
         if self.key_type() == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {

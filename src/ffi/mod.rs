@@ -13,4 +13,5 @@ pub mod log;
 pub mod notify;
 pub mod replicate;
 pub mod reply;
+pub mod resetstat;
 pub mod stream;

@@ -1,0 +1,279 @@
+//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [AT t] / RL.RELEASE key id [AT t]
+//!
+//! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
+//! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
+//! RL.RELEASE frees a lease and replies its units.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
+use crate::commands::{LimiterCommand, Parsed, evaluation_time, replicate_with_at};
+use crate::core::Micros;
+use crate::core::concurrency::{
+    Concurrency, ConcurrencyParams, Released, release as release_lease,
+};
+use crate::core::dedup::{DedupId, MAX_ID_LEN};
+use crate::core::state::Stored;
+use crate::core::time::expiry_ms;
+use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
+use crate::error::RlError;
+use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::notify::notify;
+use crate::stats;
+
+/// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
+/// takes the id from `DEDUP`; `COST`, `PEEK` and `AT` are RL.ALL's shared options).
+const DOC: CommandDoc = CommandDoc {
+    name: <Concurrency as Stored>::KIND.command_c(),
+    arity: -6,
+    summary: c"Concurrency limiter: take units under a lease (at most limit units held at once), or renew the lease the id holds",
+    complexity: c"O(log N) where N is the number of leases held",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"limit", ArgType::Integer),
+        arg(c"lease", ArgType::String),
+        ArgDoc {
+            token: Some(c"ID"),
+            ..arg(c"id", ArgType::String)
+        },
+        opt(c"cost", ArgType::Integer, c"COST"),
+        opt(c"peek", ArgType::PureToken, c"PEEK"),
+        opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+    ],
+    shared_options: false,
+    acl: c"write fast",
+};
+
+/// RL.RELEASE's COMMAND DOCS.
+pub const RELEASE_DOC: CommandDoc = CommandDoc {
+    name: c"rl.release",
+    arity: -3,
+    summary: c"Free the lease an id holds on a concurrency limiter; replies its units (0 if none)",
+    complexity: c"O(log N) where N is the number of leases held",
+    keys: Keys::Update,
+    args: &[
+        KEY,
+        arg(c"id", ArgType::String),
+        opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+    ],
+    shared_options: false,
+    acl: c"write fast",
+};
+
+/// A lease id: binary-safe, at most 256 bytes, hashed as DEDUP ids are.
+fn lease_id(token: &[u8]) -> Result<DedupId, RlError> {
+    if token.len() > MAX_ID_LEN {
+        return Err(RlError::Conflict("lease id must be at most 256 bytes"));
+    }
+    Ok(DedupId::of(token))
+}
+
+/// RL.ACQUIRE.
+pub struct AcquireCommand;
+
+impl LimiterCommand for AcquireCommand {
+    type Algo = Concurrency;
+    const DOC: CommandDoc = DOC;
+
+    fn parse(items: &[&[u8]]) -> Result<Parsed<ConcurrencyParams>, RlError> {
+        let parsed = Self::parse_limiter(items)?;
+        if parsed.params.id().is_none() {
+            return Err(RlError::Syntax("RL.ACQUIRE needs ID id"));
+        }
+        if parsed.opts.best_effort {
+            return Err(RlError::UnknownOption("BESTEFFORT".into()));
+        }
+        if parsed.opts.dedup.is_some() {
+            return Err(RlError::UnknownOption("DEDUP".into()));
+        }
+        Ok(parsed)
+    }
+
+    /// `limit lease [ID id]` and the shared options; the id is optional here (RL.ALL binds
+    /// `DEDUP`), required by [`Self::parse`].
+    fn parse_limiter(items: &[&[u8]]) -> Result<Parsed<ConcurrencyParams>, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let _key = args.required()?;
+        let limit = positive(args.required()?, "limit")?;
+        let lease = duration(args.required()?, "lease")?;
+        let mut id: Option<DedupId> = None;
+        let opts = Options::parse(&mut args, |token, args| {
+            if token != b"ID" {
+                return Ok(false);
+            }
+            if id.is_some() {
+                return Err(RlError::Duplicate("ID"));
+            }
+            id = Some(lease_id(args.value_of("ID")?)?);
+            Ok(true)
+        })?;
+        let params = ConcurrencyParams::new(limit, lease, id)?;
+        Ok(Parsed { params, opts })
+    }
+}
+
+/// RL.RELEASE's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    pub id: DedupId,
+    pub at: Option<Micros>,
+    pub at_index: Option<usize>,
+}
+
+impl Release {
+    /// Parse `RL.RELEASE key id [AT t]`.
+    ///
+    /// # Errors
+    /// Arity, a too long id, an unknown option, a bad or repeated `AT`.
+    pub fn parse(items: &[&[u8]]) -> Result<Release, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let _key = args.required()?;
+        let id = lease_id(args.required()?)?;
+        let mut at = None;
+        let mut at_index = None;
+        while let Some(token) = args.next() {
+            if !token.eq_ignore_ascii_case(b"AT") {
+                return Err(RlError::UnknownOption(quote(token)));
+            }
+            if at.is_some() {
+                return Err(RlError::Duplicate("AT"));
+            }
+            at_index = Some(args.index().saturating_sub(1));
+            at = Some(at_time(args.value_of("AT")?)?);
+        }
+        Ok(Release { id, at, at_index })
+    }
+}
+
+/// RL.RELEASE key id [AT t]: free `id`'s live lease; replies its units (0 when the id holds
+/// none, the key is missing or the lease expired). Only a release that frees units writes: it
+/// records the update time, sets the key's expiry to its last lease's (deletes it after the
+/// last lease) and propagates with the resolved `AT`.
+///
+/// # Errors
+/// Argument errors; WRONGTYPE for a key of another type or algorithm.
+pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let parsed = Release::parse(&bytes)?;
+    let key_name = args.get(1).ok_or(RlError::Arity)?;
+    let now = evaluation_time(ctx, parsed.at)?;
+    let mut key = LimiterKey::open(ctx, Arg::from(key_name));
+    let mut state = match key.holding() {
+        Holding::Empty => {
+            stats::RELEASE.record(false);
+            return Ok(RedisValue::Integer(0));
+        }
+        Holding::Other => return Err(RlError::WrongType.into()),
+        Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload)?,
+    };
+    let last_update = state.last_update;
+    let units = match release_lease(&mut state, parsed.id, now).map_err(RlError::from)? {
+        Released::Nothing => 0,
+        Released::Emptied { units } => {
+            drop(state);
+            key.delete();
+            units
+        }
+        Released::Kept { units, expires_at } => {
+            state.store();
+            key.set_expire_at(expiry_ms(expires_at));
+            units
+        }
+    };
+    if units > 0 {
+        drop(key);
+        let now = now.max(last_update);
+        with_argv(&args, |argv| {
+            replicate_with_at(ctx, c"rl.release", argv, parsed.at_index, now);
+        });
+        notify(ctx, c"rl.release", Arg::from(key_name));
+    }
+    stats::RELEASE.record(units > 0);
+    Ok(RedisValue::Integer(
+        i64::try_from(units).unwrap_or(i64::MAX),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(items: &[&str]) -> Result<Parsed<ConcurrencyParams>, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        AcquireCommand::parse(&bytes).map_err(|e| e.to_string())
+    }
+
+    fn release(items: &[&str]) -> Result<Release, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        Release::parse(&bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn acquire_parses_positionals_id_and_options() {
+        let p = parse(&["rl.acquire", "k", "5", "30s", "ID", "w1", "COST", "2"]).unwrap();
+        assert_eq!(
+            p.params,
+            ConcurrencyParams::new(5, 30_000_000, Some(DedupId::of(b"w1"))).unwrap()
+        );
+        assert_eq!(p.opts.cost, 2);
+        let p = parse(&["rl.acquire", "k", "65536", "1", "at", "5", "id", ""]).unwrap();
+        assert_eq!(p.params.limit(), 65_536);
+        assert_eq!(p.params.id(), Some(DedupId::of(b"")));
+        assert_eq!(p.opts.at, Some(5_000));
+        assert_eq!(p.opts.at_index, Some(4));
+    }
+
+    #[test]
+    fn acquire_parse_errors_name_the_argument() {
+        let long = "x".repeat(257);
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            // arguments                                                 error
+            (&["rl.acquire", "k", "0", "1s", "ID", "a"],                  "ERR limit must be a positive integer"),
+            (&["rl.acquire", "k", "65537", "1s", "ID", "a"],              "ERR limit must be at most 65536"),
+            (&["rl.acquire", "k", "5", "0", "ID", "a"],                   "ERR invalid duration '0' for lease"),
+            (&["rl.acquire", "k", "5", "1s", "COST", "1"],                "ERR syntax error, RL.ACQUIRE needs ID id"),
+            (&["rl.acquire", "k", "5", "1s", "ID"],                       "ERR syntax error, ID needs a value"),
+            (&["rl.acquire", "k", "5", "1s", "ID", "a", "ID", "b"],       "ERR syntax error, ID given more than once"),
+            (&["rl.acquire", "k", "5", "1s", "ID", long.as_str()],        "ERR lease id must be at most 256 bytes"),
+            (&["rl.acquire", "k", "5", "1s", "ID", "a", "BESTEFFORT"],    "ERR unknown option 'BESTEFFORT'"),
+            (&["rl.acquire", "k", "5", "1s", "ID", "a", "DEDUP", "x"],    "ERR unknown option 'DEDUP'"),
+            (&["rl.acquire", "k", "5", "1s", "ID", "a", "NOPE"],          "ERR unknown option 'NOPE'"),
+            (&["rl.acquire", "k", "5"],                                   "ERR wrong number of arguments"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+
+    #[test]
+    fn release_parses_id_and_at() {
+        assert_eq!(
+            release(&["rl.release", "k", "w1"]).unwrap(),
+            Release {
+                id: DedupId::of(b"w1"),
+                at: None,
+                at_index: None
+            }
+        );
+        assert_eq!(
+            release(&["rl.release", "k", "w1", "at", "7"]).unwrap().at,
+            Some(7_000)
+        );
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.release", "k"],                        "ERR wrong number of arguments"),
+            (&["rl.release", "k", "a", "AT"],             "ERR syntax error, AT needs a value"),
+            (&["rl.release", "k", "a", "AT", "1", "AT", "2"], "ERR syntax error, AT given more than once"),
+            (&["rl.release", "k", "a", "COST", "1"],      "ERR unknown option 'COST'"),
+            (&["rl.release", "k", "a", "AT", "x"],        "ERR invalid time 'x' for AT, expected unix milliseconds"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(release(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}

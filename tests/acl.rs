@@ -1,0 +1,239 @@
+//! ACL: which users may run the module's commands, on each server.
+//!
+//! What to expect is worked out from the server's version, not from the module: command ACL
+//! categories need `RedisModule_SetCommandACLCategories` (Redis 7.2+, Valkey), the module's own
+//! `ratelimit` category needs `RedisModule_AddACLCategory` (Redis 7.4+, Valkey 8+). On Redis 7.0
+//! module commands are in no category at all, which these tests assert too.
+
+mod common;
+use common::*;
+
+/// What the server under test supports.
+struct Caps {
+    /// Module commands can be put in ACL categories.
+    categories: bool,
+    /// Modules can add their own ACL category.
+    module_category: bool,
+}
+
+fn caps(s: &Server) -> Caps {
+    let mut c = s.conn();
+    if let Some(v) = c.info_field("server", "valkey_version") {
+        let major: u32 = v
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        return Caps {
+            categories: true,
+            module_category: major >= 8,
+        };
+    }
+    Caps {
+        categories: s.version_at_least(7, 2),
+        module_category: s.version_at_least(7, 4),
+    }
+}
+
+/// Every command, a call of it that succeeds for a user allowed to run it, and its categories.
+fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
+    let at = t.to_string();
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        (
+            v(&["RL.GCRA", "g", "5", "1", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.TOKENBUCKET", "t", "5", "1", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.LEAKYBUCKET", "l", "5", "1", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.FIXED", "f", "5", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.SLIDING", "s", "5", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.SLIDINGCOUNTER", "sc", "5", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (
+            v(&["RL.ALL", "1", "a", "GCRA", "5", "1", "1s", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (v(&["CL.THROTTLE", "c", "5", "1", "1"]), &["write", "fast"]),
+        (v(&["RL.INFO", "g"]), &["read", "fast"]),
+        (v(&["RL.STREAMCOUNT", "st", "1s", "AT", &at]), &["write"]),
+        (
+            v(&["RL.ACQUIRE", "cc", "5", "1s", "ID", "w", "AT", &at]),
+            &["write", "fast"],
+        ),
+        (v(&["RL.RELEASE", "cc", "w", "AT", &at]), &["write", "fast"]),
+    ]
+}
+
+#[test]
+fn the_list_above_names_every_module_command() {
+    // So a new command cannot be left out of these tests: the server's list of the module's
+    // commands is the list above plus the internal restore and set commands (checked on their own
+    // below).
+    let s = Server::start();
+    let mut c = s.conn();
+    let listed = c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]);
+    let mut got: Vec<String> = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("COMMAND LIST: {listed:?}"))
+        .iter()
+        .filter_map(Reply::as_str)
+        .map(|n| n.to_lowercase())
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = commands(base_ms())
+        .into_iter()
+        .map(|(call, _)| call[0].to_lowercase())
+        .chain(["rl._restore".to_string(), "rl._set".to_string()])
+        .collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(got, want);
+}
+
+fn is_noperm(r: &Reply) -> bool {
+    matches!(r, Reply::Error(e) if e.starts_with("NOPERM"))
+}
+
+/// A connection authenticated as `user` (password `pw`).
+fn login(s: &Server, user: &str) -> Conn {
+    let mut c = s.conn();
+    c.ok(&["AUTH", user, "pw"]);
+    c
+}
+
+#[test]
+fn command_info_lists_each_commands_acl_categories() {
+    let s = Server::start();
+    let caps = caps(&s);
+    let mut c = s.conn();
+    for (call, cats) in commands(base_ms()) {
+        let name = call[0].to_lowercase();
+        let info = c.cmd(&["COMMAND", "INFO", &name]);
+        let entry = info
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|e| e.as_array())
+            .unwrap_or_else(|| panic!("COMMAND INFO {name}: {info:?}"));
+        // The seventh field is the ACL categories, as `@write`.
+        let got: Vec<String> = entry[6]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {entry:?}"))
+            .iter()
+            .filter_map(Reply::as_str)
+            .collect();
+        let mut want: Vec<String> = Vec::new();
+        if caps.categories {
+            want.extend(cats.iter().map(|c| format!("@{c}")));
+        }
+        if caps.module_category {
+            want.push("@ratelimit".into());
+        }
+        let mut got_sorted = got.clone();
+        got_sorted.sort();
+        want.sort();
+        assert_eq!(got_sorted, want, "{name}: {got:?}");
+    }
+}
+
+#[test]
+fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
+    let s = Server::start();
+    let caps = caps(&s);
+    let mut admin = s.conn();
+    admin.ok(&[
+        "ACL", "SETUSER", "app", "on", ">pw", "+@write", "+@fast", "~*",
+    ]);
+    admin.ok(&[
+        "ACL", "SETUSER", "writer", "on", ">pw", "+@write", "-@fast", "~*",
+    ]);
+    admin.ok(&["ACL", "SETUSER", "reader", "on", ">pw", "+@read", "~*"]);
+    let mut app = login(&s, "app");
+    let mut writer = login(&s, "writer");
+    let mut reader = login(&s, "reader");
+    for (call, cats) in commands(base_ms()) {
+        let r = app.cmd(&call);
+        // +@write +@fast: every command is in one of them (RL.INFO is read+fast, RL.STREAMCOUNT
+        // write only).
+        if caps.categories {
+            assert!(!r.is_error(), "app: {call:?}: {r:?}");
+        } else {
+            assert!(
+                is_noperm(&r),
+                "app on a server without categories: {call:?}: {r:?}"
+            );
+        }
+        // +@write -@fast: only the write commands that are not fast.
+        let r = writer.cmd(&call);
+        let allowed = caps.categories && cats.contains(&"write") && !cats.contains(&"fast");
+        assert_eq!(!is_noperm(&r), allowed, "writer: {call:?}: {r:?}");
+        // +@read: only RL.INFO.
+        let r = reader.cmd(&call);
+        let allowed = caps.categories && cats.contains(&"read");
+        assert_eq!(!is_noperm(&r), allowed, "reader: {call:?}: {r:?}");
+    }
+    // The internal restore and set commands are in @write and @dangerous, not @fast.
+    for cmd in ["RL._RESTORE", "RL._SET"] {
+        let r = writer.cmd(&[cmd, "x", "not-a-payload"]);
+        assert_eq!(is_noperm(&r), !caps.categories, "{cmd}: {r:?}");
+        assert!(r.is_error(), "{cmd}: a bad payload is refused: {r:?}");
+    }
+}
+
+#[test]
+fn a_ratelimit_user_runs_every_module_command_and_nothing_else() {
+    let s = Server::start();
+    let caps = caps(&s);
+    let mut admin = s.conn();
+    let r = admin.cmd(&["ACL", "SETUSER", "rl", "on", ">pw", "+@ratelimit", "~*"]);
+    if !caps.module_category {
+        // The category does not exist: the user cannot be given it.
+        match &r {
+            Reply::Error(e) => assert!(e.starts_with("ERR") && e.contains("+@ratelimit"), "{e}"),
+            other => panic!("+@ratelimit on a server without module categories: {other:?}"),
+        }
+        assert!(admin.cmd(&["ACL", "CAT", "ratelimit"]).is_error());
+        // What such a server offers instead: the commands by name.
+        admin.ok(&["ACL", "SETUSER", "byname", "on", ">pw", "+rl.gcra", "~*"]);
+        let mut byname = login(&s, "byname");
+        assert!(!byname.cmd(&["RL.GCRA", "g", "5", "1", "1s"]).is_error());
+        assert!(is_noperm(&byname.cmd(&["RL.FIXED", "f", "5", "1s"])));
+        return;
+    }
+    assert_eq!(r, Reply::Simple("OK".into()));
+    let mut rl = login(&s, "rl");
+    for (call, _) in commands(base_ms()) {
+        let r = rl.cmd(&call);
+        assert!(!r.is_error(), "rl: {call:?}: {r:?}");
+    }
+    assert!(is_noperm(&rl.cmd(&["GET", "g"])));
+    assert!(is_noperm(&rl.cmd(&["SET", "g", "1"])));
+    assert!(is_noperm(&rl.cmd(&["DEL", "g"])));
+}
+
+#[test]
+fn without_categories_all_commands_still_reaches_the_module() {
+    // `+@all` is the way on servers without module categories (Redis 7.0), and works everywhere.
+    let s = Server::start();
+    let mut admin = s.conn();
+    admin.ok(&["ACL", "SETUSER", "all", "on", ">pw", "+@all", "~*"]);
+    let mut all = login(&s, "all");
+    for (call, _) in commands(base_ms()) {
+        let r = all.cmd(&call);
+        assert!(!r.is_error(), "all: {call:?}: {r:?}");
+    }
+}
