@@ -54,6 +54,10 @@ pub enum RlError {
     StateTooLong,
     /// Parameters too large to compute with.
     Overflow,
+    /// RL.REFUND on a limiter whose units come back through another command.
+    NoRefund { held: Kind, via: &'static str },
+    /// A command for limiter keys (its name) on a stream key of RL.STREAMCOUNT.
+    StreamKey(&'static str),
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
     /// RL.ALL: a limiter name that is no algorithm.
@@ -105,6 +109,15 @@ impl fmt::Display for RlError {
                 "ERR parameters too large for the key's current state: it would be fresh again in more than 9223372036854775 ms"
             ),
             RlError::Overflow => write!(f, "ERR parameters too large"),
+            RlError::NoRefund { held, via } => write!(
+                f,
+                "ERR RL.REFUND does not apply to a {} limiter ({held}), use {via}",
+                held.name()
+            ),
+            RlError::StreamKey(cmd) => write!(
+                f,
+                "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: {cmd} applies to limiter keys only"
+            ),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
             RlError::LimiterArity(kind) => write!(
@@ -168,6 +181,7 @@ impl From<CoreError> for RlError {
             CoreError::StateTooLong => RlError::StateTooLong,
             CoreError::Refused(text) => RlError::Conflict(text),
             CoreError::Overflow => RlError::Overflow,
+            CoreError::NoRefund { held, via } => RlError::NoRefund { held, via },
         }
     }
 }

@@ -50,6 +50,15 @@ impl CommandStats {
 pub static THROTTLE: CommandStats = CommandStats::new("cl_throttle");
 pub static STREAMCOUNT: CommandStats = CommandStats::new("rl_streamcount");
 pub static ALL_LIMITERS: CommandStats = CommandStats::new("rl_all");
+/// RL.REFUND: granted = refunds that gave units back, denied = those that gave nothing.
+pub static REFUND: CommandStats = CommandStats::new("rl_refund");
+/// RL.BLOCK: every call is granted (a block is placed or kept).
+pub static BLOCK: CommandStats = CommandStats::new("rl_block");
+/// RL.UNBLOCK: granted = a block in force was removed, denied = none was.
+pub static UNBLOCK: CommandStats = CommandStats::new("rl_unblock");
+/// RL.CHECK: granted or denied as the checked call would be.
+pub static CHECK: CommandStats = CommandStats::new("rl_check");
+/// RL.RELEASE: granted = a lease was freed, denied = the id held nothing.
 pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
@@ -75,6 +84,10 @@ macro_rules! define_stats {
             &STREAMCOUNT,
             &ALL_LIMITERS,
             &THROTTLE,
+            &REFUND,
+            &BLOCK,
+            &UNBLOCK,
+            &CHECK,
             &RELEASE,
         ];
     };

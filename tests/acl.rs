@@ -76,6 +76,14 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
             &["write", "fast"],
         ),
         (v(&["RL.RELEASE", "cc", "w", "AT", &at]), &["write", "fast"]),
+        // RL.REFUND is O(N) on a sliding log, so not fast.
+        (v(&["RL.REFUND", "g", "1", "AT", &at]), &["write"]),
+        (v(&["RL.BLOCK", "b", "1s", "AT", &at]), &["write", "fast"]),
+        (v(&["RL.UNBLOCK", "b"]), &["write", "fast"]),
+        (
+            v(&["RL.CHECK", "g", "GCRA", "5", "1", "1s", "AT", &at]),
+            &["read", "fast"],
+        ),
     ]
 }
 
@@ -181,7 +189,7 @@ fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
         let r = writer.cmd(&call);
         let allowed = caps.categories && cats.contains(&"write") && !cats.contains(&"fast");
         assert_eq!(!is_noperm(&r), allowed, "writer: {call:?}: {r:?}");
-        // +@read: only RL.INFO.
+        // +@read: only RL.INFO and RL.CHECK.
         let r = reader.cmd(&call);
         let allowed = caps.categories && cats.contains(&"read");
         assert_eq!(!is_noperm(&r), allowed, "reader: {call:?}: {r:?}");

@@ -233,3 +233,79 @@ fn all_besteffort_retry_counts_no_uncharged_units() {
     assert_eq!(call(&mut c, "6683323031898.919", &["PEEK"])[0], 0);
     assert_eq!(call(&mut c, "6683323031898.920", &["PEEK"])[0], 3);
 }
+
+/// `BLOCK d` on RL.ALL blocks only the keys that denied; a blocked key denies the whole call and
+/// is honoured by the single-limiter command and CL.THROTTLE on the same key.
+#[test]
+fn all_blocks_the_keys_that_denied() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let at = |ms: u64| (t + ms).to_string();
+    // {u}a allows 2, {u}b allows 10: the third call is denied by {u}a alone.
+    for _ in 0..2 {
+        let r = c.ints(&[
+            "RL.ALL",
+            "2",
+            "{u}a",
+            "{u}b",
+            "FIXED",
+            "2",
+            "1m",
+            "FIXED",
+            "10",
+            "1m",
+            "AT",
+            &at(0),
+        ]);
+        assert_eq!(r[0], 1);
+    }
+    let r = c.ints(&[
+        "RL.ALL",
+        "2",
+        "{u}a",
+        "{u}b",
+        "FIXED",
+        "2",
+        "1m",
+        "FIXED",
+        "10",
+        "1m",
+        "BLOCK",
+        "1h",
+        "AT",
+        &at(0),
+    ]);
+    assert_eq!((r[0], r[3]), (0, 3_600_000));
+    assert_eq!(c.int(&["PEXPIRETIME", "{u}a"]), t as i64 + 3_600_000);
+    // {u}b did not deny: it expires with its window (epoch-aligned minutes).
+    let window_end = (t / 60_000 + 1) * 60_000;
+    assert_eq!(c.int(&["PEXPIRETIME", "{u}b"]), window_end as i64);
+    // {u}b alone still grants; {u}a denies every call until the block ends, charging nothing.
+    assert_eq!(
+        c.ints(&["RL.FIXED", "{u}b", "10", "1m", "AT", &at(1000)])[0],
+        1
+    );
+    let r = c.ints(&["RL.FIXED", "{u}a", "2", "1m", "AT", &at(120_000)]);
+    assert_eq!((r[0], r[2], r[3]), (0, 0, 3_600_000 - 120_000));
+    // After the block, a fresh window: as if the block had never been.
+    let r = c.ints(&[
+        "RL.ALL",
+        "2",
+        "{u}a",
+        "{u}b",
+        "FIXED",
+        "2",
+        "1m",
+        "FIXED",
+        "10",
+        "1m",
+        "AT",
+        &at(3_600_000),
+    ]);
+    assert_eq!((r[0], r[1], r[2]), (1, 2, 1));
+    // CL.THROTTLE honours a block on its key.
+    assert_eq!(c.int(&["RL.BLOCK", "cell", "10s", "AT", &at(0)]), 10_000);
+    let r = c.ints(&["CL.THROTTLE", "cell", "4", "1", "1", "1", "AT", &at(1000)]);
+    assert_eq!((r[0], r[3]), (1, 9));
+}

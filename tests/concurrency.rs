@@ -248,6 +248,7 @@ fn info_lists_live_leases_once_each_name() {
             "reset_after_ms",
             "leases",
             "held",
+            "blocked_ms",
             "dedup_ids",
             "ttl_ms"
         ]
@@ -699,4 +700,208 @@ fn readme_examples() {
     ]);
     assert_eq!(r, [1, 5, 4, 0, 30_000]);
     assert_eq!(c.int(&["RL.RELEASE", "{api}:inflight", "req-1"]), 1);
+}
+
+#[test]
+fn refund_is_refused_and_names_rl_release() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    assert_eq!(acquire(&mut c, "k", "a", 2, t), [2, 3, 1, 0, 10_000]);
+    let d = c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]);
+    assert_eq!(
+        c.err(&args!["RL.REFUND", "k", 1, "AT", t]),
+        "ERR RL.REFUND does not apply to a concurrency limiter (RL.ACQUIRE), use RL.RELEASE"
+    );
+    assert_eq!(
+        c.err(&args!["RL.REFUND", "k", 1, "DEDUP", "a", "AT", t]),
+        "ERR RL.REFUND does not apply to a concurrency limiter (RL.ACQUIRE), use RL.RELEASE"
+    );
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), d, "nothing changed");
+}
+
+/// Limit 3, leases of 10 s, as `acquire`, with extra options.
+fn acquire_with(c: &mut Conn, key: &str, id: &str, cost: u64, extra: &[&str], at: u64) -> Vec<i64> {
+    let mut cmd = args![
+        "RL.ACQUIRE",
+        key,
+        3,
+        "10s",
+        "ID",
+        id,
+        "COST",
+        cost,
+        "AT",
+        at
+    ]
+    .to_vec();
+    cmd.extend(extra.iter().map(|s| s.as_bytes().to_vec()));
+    c.ints(&cmd)
+}
+
+fn check(c: &mut Conn, key: &str, cost: u64, at: u64) -> Vec<i64> {
+    c.ints(&args![
+        "RL.CHECK",
+        key,
+        "CONCURRENCY",
+        3,
+        "10s",
+        "COST",
+        cost,
+        "AT",
+        at
+    ])
+}
+
+fn info_field(c: &mut Conn, key: &str, name: &str) -> Option<i64> {
+    let info = c.cmd(&["RL.INFO", key]);
+    info.as_array()?
+        .chunks(2)
+        .find(|kv| kv[0].as_str().as_deref() == Some(name))
+        .and_then(|kv| kv[1].as_int())
+}
+
+#[test]
+fn a_block_denies_acquires_uncharged_releases_still_free_and_it_ends_as_if_never_charged() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    assert_eq!(acquire(&mut c, "k", "a", 2, t), [2, 3, 1, 0, 10_000]);
+    // b's 2 units do not fit: denied, and BLOCK 5s blocks the key until t + 6 s. The reply
+    // waits for the later of the block (5 s) and a's lease (9 s).
+    assert_eq!(
+        acquire_with(&mut c, "k", "b", 2, &["BLOCK", "5s"], t + 1_000),
+        [0, 3, 0, 9_000, 9_000]
+    );
+    // RL.INFO reads the server's clock, behind the key's last update (AT is an hour ahead).
+    assert_eq!(info_field(&mut c, "k", "blocked_ms"), Some(5_000));
+    assert_eq!(info_field(&mut c, "k", "held"), Some(2));
+    // While blocked: a renewal and an acquire that would fit are denied, not charged; a
+    // denial does not extend the block; PEEK and RL.CHECK say the same.
+    assert_eq!(
+        acquire_with(&mut c, "k", "c", 1, &["BLOCK", "1m"], t + 2_000),
+        [0, 3, 0, 4_000, 8_000]
+    );
+    assert_eq!(
+        acquire(&mut c, "k", "a", 2, t + 2_000),
+        [0, 3, 0, 4_000, 8_000]
+    );
+    assert_eq!(check(&mut c, "k", 1, t + 2_000), [0, 3, 0, 4_000, 8_000]);
+    assert_eq!(
+        acquire_with(&mut c, "k", "c", 1, &["PEEK"], t + 2_000),
+        [0, 3, 0, 4_000, 8_000]
+    );
+    // More than the limit: never, blocked or not.
+    assert_eq!(check(&mut c, "k", 4, t + 2_000), [0, 3, 0, -1, 8_000]);
+    // Releasing is never denied: a's 2 units come back while the key is blocked, and the
+    // key lives on for its block.
+    assert_eq!(release(&mut c, "k", "a", t + 3_000), 2);
+    assert_eq!(info_field(&mut c, "k", "held"), Some(0));
+    assert_eq!(info_field(&mut c, "k", "leases"), Some(0));
+    assert_eq!(info_field(&mut c, "k", "blocked_ms"), Some(3_000));
+    assert_eq!(c.int(&["EXISTS", "k"]), 1);
+    assert_eq!(c.int(&["PEXPIRETIME", "k"]), (t + 6_000) as i64);
+    assert_eq!(
+        acquire(&mut c, "k", "c", 1, t + 3_000),
+        [0, 3, 0, 3_000, 3_000]
+    );
+    assert_eq!(check(&mut c, "k", 1, t + 3_000), [0, 3, 0, 3_000, 3_000]);
+    // At the block's end the key is as if no blocked call had happened: all 3 units free.
+    assert_eq!(check(&mut c, "k", 3, t + 6_000), [3, 3, 0, 0, 10_000]);
+    assert_eq!(
+        acquire(&mut c, "k", "c", 3, t + 6_000),
+        [3, 3, 0, 0, 10_000]
+    );
+    assert_eq!(info_field(&mut c, "k", "blocked_ms"), Some(0));
+    // RL.BLOCK and RL.UNBLOCK on a concurrency key, and a block-only key RL.ACQUIRE honours.
+    assert_eq!(c.int(&args!["RL.BLOCK", "k", "2s", "AT", t + 7_000]), 2_000);
+    assert_eq!(
+        acquire(&mut c, "k", "c", 3, t + 7_000),
+        [0, 3, 0, 2_000, 9_000]
+    );
+    assert_eq!(c.int(&["RL.UNBLOCK", "k"]), 1);
+    assert_eq!(
+        acquire(&mut c, "k", "c", 3, t + 7_000),
+        [3, 3, 0, 0, 10_000]
+    );
+    assert_eq!(c.int(&args!["RL.BLOCK", "new", "1s", "AT", t]), 1_000);
+    assert_eq!(release(&mut c, "new", "x", t), 0);
+    assert_eq!(acquire(&mut c, "new", "x", 1, t + 500), [0, 3, 0, 500, 500]);
+    assert_eq!(
+        acquire(&mut c, "new", "x", 1, t + 1_000),
+        [1, 3, 2, 0, 10_000]
+    );
+}
+
+/// RL.CHECK on a replica agrees with a PEEK acquire under an id that holds nothing on the
+/// master, for random states of leases, releases and blocks; neither writes anything.
+#[test]
+fn check_on_a_replica_agrees_with_peek_for_random_lease_states() {
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let t = base_ms();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut now = t;
+    for _ in 0..120 {
+        now += below(3_000);
+        let key = format!("k{}", below(3));
+        let id = format!("w{}", below(4));
+        match below(8) {
+            0 => {
+                release(&mut m, &key, &id, now);
+            }
+            1 => {
+                m.int(&args!["RL.BLOCK", &key, "2s", "AT", now]);
+            }
+            n => {
+                // BLOCK 3s one call in three; a renewal with another cost is an error.
+                let block = if n == 2 { "3s" } else { "1ms" };
+                let cmd = args![
+                    "RL.ACQUIRE",
+                    &key,
+                    3,
+                    "10s",
+                    "ID",
+                    &id,
+                    "COST",
+                    1 + below(3),
+                    "AT",
+                    now
+                ];
+                let mut cmd = cmd.to_vec();
+                if n < 4 {
+                    cmd.extend([b"BLOCK".to_vec(), block.as_bytes().to_vec()]);
+                }
+                let r = m.cmd(&cmd);
+                let ok = r.as_array().is_some_and(|a| a.len() == 5)
+                    || r == Reply::Error("ERR COST differs from the units the lease holds".into());
+                assert!(ok, "{r:?}");
+            }
+        }
+        wait_replica_synced(&master, &replica);
+        let mut r = replica.conn();
+        let offset = m.info_field("replication", "master_repl_offset");
+        for cost in 0..=4 {
+            let at = now + below(12_000);
+            let peek = acquire_with(&mut m, &key, "probe", cost, &["PEEK"], at);
+            assert_eq!(
+                check(&mut r, &key, cost, at),
+                peek,
+                "{key} COST {cost} at {at}"
+            );
+            assert_eq!(
+                check(&mut m, &key, cost, at),
+                peek,
+                "{key} COST {cost} at {at}"
+            );
+        }
+        assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
+    }
 }

@@ -230,6 +230,7 @@ fn fixed_info_names_each_field_once() {
         ("remaining", Reply::Int(3)),
         ("retry_after_ms", Reply::Int(0)),
         ("reset_after_ms", Reply::Int(reset)),
+        ("blocked_ms", Reply::Int(0)),
         ("dedup_ids", Reply::Int(0)),
     ];
     let got: Vec<(String, Reply)> = map

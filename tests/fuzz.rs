@@ -317,6 +317,8 @@ enum Shape {
     Int,
     /// RL.INFO: nil, or name/value pairs.
     Info,
+    /// RL.REFUND: the limiter reply, or nil (a missing key).
+    LimiterOrNil,
     /// RL._RESTORE: `+OK`.
     Ok,
     /// COMMAND GETKEYS: an array.
@@ -372,6 +374,22 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "RL._RESTORE",
         shape: Shape::Ok,
+    },
+    Command {
+        name: "RL.REFUND",
+        shape: Shape::LimiterOrNil,
+    },
+    Command {
+        name: "RL.BLOCK",
+        shape: Shape::Int,
+    },
+    Command {
+        name: "RL.UNBLOCK",
+        shape: Shape::Int,
+    },
+    Command {
+        name: "RL.CHECK",
+        shape: Shape::Limiter,
     },
     Command {
         name: "RL.ACQUIRE",
@@ -444,7 +462,7 @@ fn count(r: &mut Rng) -> Vec<u8> {
 
 /// Options, each name followed by its value (which may be missing at the end).
 fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bool) {
-    const SHARED: &[&str] = &["COST", "PEEK", "BESTEFFORT", "DEDUP", "AT"];
+    const SHARED: &[&str] = &["COST", "PEEK", "BESTEFFORT", "DEDUP", "BLOCK", "AT"];
     let mut used: Vec<&str> = Vec::new();
     for _ in 0..r.below(5) {
         let name: &str = if !own.is_empty() && (!shared || r.one_in(3)) {
@@ -664,6 +682,34 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
                 }
             }
         }
+        "RL.REFUND" => {
+            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            v.extend([key(r, kind), count(r)]);
+            options(r, &mut v, &["DEDUP", "AT"], false);
+        }
+        "RL.BLOCK" => {
+            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            v.extend([key(r, kind), duration(r)]);
+            options(r, &mut v, &["AT"], false);
+        }
+        "RL.UNBLOCK" => {
+            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            v.push(key(r, kind));
+        }
+        "RL.CHECK" => {
+            let kind = r.below(6);
+            let own = COMMANDS.get(kind).map_or("RL.GCRA", |c| c.name);
+            v.push(key(r, own));
+            match kind {
+                0 => v.extend([spell(r, "GCRA"), count(r), count(r), duration(r)]),
+                1 => v.extend([spell(r, "TOKENBUCKET"), count(r), count(r), duration(r)]),
+                2 => v.extend([spell(r, "LEAKYBUCKET"), count(r), count(r), duration(r)]),
+                3 => v.extend([spell(r, "FIXED"), count(r), duration(r)]),
+                4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
+                _ => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
+            }
+            options(r, &mut v, &["COST", "BESTEFFORT", "AT"], false);
+        }
         _ => unreachable!("{name}"),
     }
     v
@@ -789,10 +835,10 @@ fn five_ints(items: &[Reply]) -> bool {
 /// A successful reply must have the command's shape.
 fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
     let ok = match (shape, reply) {
-        (Shape::Limiter, Reply::Array(items)) | (Shape::Five, Reply::Array(items)) => {
-            five_ints(items)
-        }
-        (Shape::Limiter, Reply::Map(pairs)) => {
+        (Shape::Limiter | Shape::LimiterOrNil, Reply::Array(items))
+        | (Shape::Five, Reply::Array(items)) => five_ints(items),
+        (Shape::LimiterOrNil, Reply::Nil) => true,
+        (Shape::Limiter | Shape::LimiterOrNil, Reply::Map(pairs)) => {
             pairs.len() == 5 && pairs.iter().all(|(_, v)| matches!(v, Reply::Int(_)))
         }
         (Shape::Int, Reply::Int(_)) => true,

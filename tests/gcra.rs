@@ -538,6 +538,7 @@ fn info_describes_without_changing() {
             "remaining",
             "retry_after_ms",
             "reset_after_ms",
+            "blocked_ms",
             "dedup_ids",
             "ttl_ms"
         ]
@@ -546,10 +547,10 @@ fn info_describes_without_changing() {
     let values: Vec<Reply> = items.iter().skip(1).step_by(2).cloned().collect();
     assert_eq!(values[0], Reply::Bulk(b"gcra".to_vec()));
     assert_eq!(
-        &values[1..10],
-        &[10, 5, 1000, 0, 10, 6, 0, 800, 0].map(Reply::Int)
+        &values[1..11],
+        &[10, 5, 1000, 0, 10, 6, 0, 800, 0, 0].map(Reply::Int)
     );
-    let ttl = values[10].as_int().unwrap();
+    let ttl = values[11].as_int().unwrap();
     // The key expires at base + 800 ms, base being an hour after the test binary started.
     assert!(ttl > 3_000_000 && ttl <= 3_600_800, "ttl {ttl}");
     assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), digest);

@@ -181,6 +181,10 @@ fn info_field_names_are_prometheus_metric_names() {
         "cl.throttle",
         "rl.acquire",
         "rl.release",
+        "rl.refund",
+        "rl.block",
+        "rl.unblock",
+        "rl.check",
     ] {
         let want = format!("ratelimit_{}", cmd.replace('.', "_"));
         assert!(names.contains(&want.as_str()), "{want}: {names:?}");

@@ -15,7 +15,7 @@ use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -56,25 +56,7 @@ impl<'a> AllRequest<'a> {
         }
         let mut specs = Vec::with_capacity(numkeys);
         for key in &keys {
-            let token = args
-                .next()
-                .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
-            let limiter =
-                registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-            let arity = RlError::LimiterArity(limiter.kind);
-            let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
-            for _ in 0..limiter.positional() {
-                argv.push(args.next().ok_or_else(|| arity.clone())?);
-            }
-            while let Some(opt) = args.peek() {
-                if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
-                    break;
-                }
-                argv.push(opt);
-                args.next();
-                argv.push(args.next().ok_or_else(|| arity.clone())?);
-            }
-            specs.push((limiter.parse)(&argv)?);
+            specs.push(parse_limiter(&mut args, key)?);
         }
         let opts = Options::parse(&mut args, |_, _| Ok(false))?;
         let specs = specs
@@ -83,6 +65,32 @@ impl<'a> AllRequest<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(AllRequest { keys, specs, opts })
     }
+}
+
+/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
+/// arguments and its own options, parsed by that command's own parser.
+///
+/// # Errors
+/// A missing or unknown limiter, the command's own argument errors.
+pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlError> {
+    let token = args
+        .next()
+        .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
+    let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+    let arity = RlError::LimiterArity(limiter.kind);
+    let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
+    for _ in 0..limiter.positional() {
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    while let Some(opt) = args.peek() {
+        if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
+            break;
+        }
+        argv.push(opt);
+        args.next();
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    (limiter.parse)(&argv)
 }
 
 /// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
@@ -149,9 +157,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Slot::Existing(_) => None,
         })
         .collect();
+    // Keep the values written (a changed inline value is encoded again when dropped); the
+    // others did not change.
     for (state, write) in held.into_iter().zip(&outcome.writes) {
-        if let (Some(state), Some(_)) = (state, write) {
-            state.store();
+        match (state, write) {
+            (Some(state), None) => state.discard(),
+            (state, _) => drop(state),
         }
     }
     let mut wrote = false;
@@ -165,9 +176,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     drop(keys);
     if wrote {
-        with_argv(&args, |argv| {
-            replicate_with_at(ctx, c"rl.all", argv, parsed.opts.at_index, now);
-        });
+        replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
         for (name, write) in names.iter().zip(&outcome.writes) {
             if write.is_some() {
                 notify(ctx, c"rl.all", Arg::from(*name));
@@ -175,7 +184,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         }
     }
     let d = Decision::from(outcome.verdict);
-    stats::ALL_LIMITERS.record(d.granted > 0 || req.cost == 0);
+    stats::ALL_LIMITERS.record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
     Ok(limiter_reply(ctx, &d))
 }
 

@@ -1,5 +1,5 @@
 //! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
-//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `AT`).
+//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `AT`).
 //!
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
@@ -228,6 +228,9 @@ pub fn format_at(us: Micros) -> String {
 /// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
 const OPTION_MAX: usize = 16;
 
+/// The shared options, as typed (upper case).
+pub const SHARED: &[&[u8]] = &[b"COST", b"PEEK", b"BESTEFFORT", b"DEDUP", b"BLOCK", b"AT"];
+
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -238,6 +241,8 @@ pub struct Options {
     pub at: Option<Micros>,
     /// Where the `AT` token stood in the arguments (replication replaces it).
     pub at_index: Option<usize>,
+    /// `BLOCK d`: block the key for `d` µs when the call is denied.
+    pub block: Option<Micros>,
 }
 
 impl Default for Options {
@@ -249,6 +254,7 @@ impl Default for Options {
             dedup: None,
             at: None,
             at_index: None,
+            block: None,
         }
     }
 }
@@ -261,6 +267,19 @@ impl Options {
     /// Unknown or duplicated options, missing or invalid values.
     pub fn parse<'a>(
         args: &mut Args<'a>,
+        extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
+    ) -> Result<Options, RlError> {
+        Options::parse_only(args, SHARED, extra)
+    }
+
+    /// [`Options::parse`], taking only the shared options in `allowed` (upper case): any other
+    /// is an unknown option of this command.
+    ///
+    /// # Errors
+    /// As [`Options::parse`].
+    pub fn parse_only<'a>(
+        args: &mut Args<'a>,
+        allowed: &[&[u8]],
         mut extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
     ) -> Result<Options, RlError> {
         let mut o = Options::default();
@@ -278,6 +297,9 @@ impl Options {
                 }
                 None => token,
             };
+            if SHARED.contains(&upper) && !allowed.contains(&upper) {
+                return Err(RlError::UnknownOption(quote(token)));
+            }
             match upper {
                 b"COST" => {
                     once(&mut seen_cost, "COST")?;
@@ -294,6 +316,12 @@ impl Options {
                         return Err(RlError::IdTooLong);
                     }
                     o.dedup = Some(DedupId::of(id));
+                }
+                b"BLOCK" => {
+                    if o.block.is_some() {
+                        return Err(RlError::Duplicate("BLOCK"));
+                    }
+                    o.block = Some(duration(args.value_of("BLOCK")?, "BLOCK")?);
                 }
                 b"AT" => {
                     if o.at.is_some() {
@@ -320,6 +348,7 @@ impl Options {
             best_effort: self.best_effort,
             dedup: self.dedup,
             now,
+            block: self.block,
         }
     }
 }
@@ -471,8 +500,11 @@ mod tests {
             b"besteffort",
             b"dedup",
             b"x",
+            b"block",
+            b"1h",
         ];
         let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
+        assert_eq!(o.block, Some(3_600_000_000));
         assert_eq!(o.cost, 5);
         assert!(o.peek && o.best_effort);
         assert_eq!(o.at, Some(1_000_000));
@@ -500,6 +532,12 @@ mod tests {
         assert_eq!(
             err(&[b"DEDUP", &[b'x'; 257]]),
             "ERR DEDUP id must be at most 256 bytes"
+        );
+        assert_eq!(err(&[b"BLOCK"]), "ERR syntax error, BLOCK needs a value");
+        assert_eq!(err(&[b"BLOCK", b"0"]), "ERR invalid duration '0' for BLOCK");
+        assert_eq!(
+            err(&[b"BLOCK", b"1s", b"block", b"2s"]),
+            "ERR syntax error, BLOCK given more than once"
         );
         assert_eq!(
             err(&[b"AT", b"soon"]),

@@ -1,4 +1,4 @@
-//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [AT t] / RL.RELEASE key id [AT t]
+//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [BLOCK d] [AT t] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
@@ -17,13 +17,13 @@ use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
-/// takes the id from `DEDUP`; `COST`, `PEEK` and `AT` are RL.ALL's shared options).
+/// takes the id from `DEDUP`; `COST`, `PEEK`, `BLOCK` and `AT` are RL.ALL's shared options).
 const DOC: CommandDoc = CommandDoc {
     name: <Concurrency as Stored>::KIND.command_c(),
     arity: -6,
@@ -40,6 +40,7 @@ const DOC: CommandDoc = CommandDoc {
         },
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"peek", ArgType::PureToken, c"PEEK"),
+        opt(c"duration", ArgType::String, c"BLOCK"),
         opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
     ],
     shared_options: false,
@@ -171,15 +172,16 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload)?,
     };
     let last_update = state.last_update;
-    let units = match release_lease(&mut state, parsed.id, now).map_err(RlError::from)? {
+    let released = release_lease(&mut state, parsed.id, now);
+    // Kept (a changed inline value is encoded again) before the key is touched.
+    drop(state);
+    let units = match released.map_err(RlError::from)? {
         Released::Nothing => 0,
         Released::Emptied { units } => {
-            drop(state);
             key.delete();
             units
         }
         Released::Kept { units, expires_at } => {
-            state.store();
             key.set_expire_at(expiry_ms(expires_at));
             units
         }
@@ -187,9 +189,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if units > 0 {
         drop(key);
         let now = now.max(last_update);
-        with_argv(&args, |argv| {
-            replicate_with_at(ctx, c"rl.release", argv, parsed.at_index, now);
-        });
+        replicate_with_at(ctx, c"rl.release", &args, parsed.at_index, now);
         notify(ctx, c"rl.release", Arg::from(key_name));
     }
     stats::RELEASE.record(units > 0);

@@ -3,6 +3,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::decision_fields;
+use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
 use crate::ffi::command::Arg;
@@ -12,8 +13,10 @@ use crate::ffi::reply::{self, Resp2};
 /// RL.INFO key
 ///
 /// Replies `algorithm`, the stored parameters, the limiter reply at the current time (as if
-/// `PEEK COST 0`), the number of remembered `DEDUP` ids and `ttl_ms`; a flat array under RESP2,
-/// a map under RESP3; nil for a missing key.
+/// `PEEK COST 0`, a block honoured), `blocked_ms` (0 when not blocked), the number of
+/// remembered `DEDUP` ids and `ttl_ms`; a flat array under RESP2, a map under RESP3; nil for a
+/// missing key. A key holding only a block (`RL.BLOCK` on a missing key) has `algorithm none`
+/// and no parameters or limiter reply.
 ///
 /// # Errors
 /// Arity, WRONGTYPE for a key of another type.
@@ -29,36 +32,35 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Holding::Other => return Err(RlError::WrongType.into()),
         Holding::Limiter(value) => value.state().ok_or(RlError::Payload)?,
     };
-    let decision = state.peek(server_now()).map_err(RlError::from)?;
-    let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(12);
+    let now = server_now().max(state.last_update);
+    let decision = state.peek(now).map_err(RlError::from)?;
+    let int = |v: u64| RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+    let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(16);
     fields.push((
         "algorithm",
-        RedisValue::BulkString(state.kind().name().to_string()),
+        RedisValue::BulkString(state.kind().map_or("none", |k| k.name()).to_string()),
     ));
     for (param, value) in state.describe() {
-        fields.push((
-            param,
-            RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
-        ));
+        fields.push((param, int(value)));
     }
-    let live = state.describe_live(server_now());
-    // No name twice (a RESP3 map key must be unique): a parameter named like a reply field
-    // (FIXED's `limit`) holds the same value, and is shown once, as the parameter.
-    for (name, value) in decision_fields(&decision) {
-        if !fields.iter().any(|(n, _)| *n == name) {
-            fields.push((name, value));
+    if let Some(decision) = decision {
+        // No name twice (a RESP3 map key must be unique): a parameter named like a reply field
+        // (FIXED's `limit`) holds the same value, and is shown once, as the parameter.
+        for (name, value) in decision_fields(&decision) {
+            if !fields.iter().any(|(n, _)| *n == name) {
+                fields.push((name, value));
+            }
         }
     }
-    for (name, value) in live {
-        fields.push((
-            name,
-            RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
-        ));
+    for (name, value) in state.describe_live(now) {
+        fields.push((name, int(value)));
     }
-    fields.push((
-        "dedup_ids",
-        RedisValue::Integer(i64::try_from(state.dedup.len()).unwrap_or(i64::MAX)),
-    ));
+    let blocked = state
+        .extras
+        .blocked_at(now)
+        .map_or(0, |until| ceil_ms(until.saturating_sub(now)));
+    fields.push(("blocked_ms", RedisValue::Integer(blocked)));
+    fields.push(("dedup_ids", int(state.extras.len() as u64)));
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
     Ok(reply::fields(
         ctx,

@@ -25,11 +25,14 @@
 
 pub mod all;
 pub mod args;
+pub mod block;
+pub mod check;
 pub mod concurrency;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod refund;
 pub mod registry;
 pub mod restore;
 pub mod sliding;
@@ -57,7 +60,7 @@ use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
-use crate::ffi::command::{Arg, Argv, Handler};
+use crate::ffi::command::{Arg, Argv, Handler, with_argv};
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::ffi::reply;
@@ -139,7 +142,7 @@ pub trait LimiterCommand {
     fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
         let Some(key) = argv.get(1) else { return };
         if !replicate_state(ctx, key, state) {
-            replicate_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
+            replicate_argv_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
         }
     }
 
@@ -177,7 +180,7 @@ pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> boo
 /// `AT <now>`: the deterministic form of a call whose result depended on the clock.
 ///
 /// The call's own argument strings are passed on as they are; only `AT` and the time are new.
-pub fn replicate_with_at(
+pub fn replicate_argv_with_at(
     ctx: &Context,
     name: &CStr,
     argv: Argv<'_>,
@@ -192,7 +195,20 @@ pub fn replicate_with_at(
         .skip(1)
         .filter(|(i, _)| !at_index.is_some_and(|s| *i == s || *i == s.saturating_add(1)))
         .map(|(_, a)| a);
-    ffi::replicate::replicate(ctx, name, kept, c"AT", at);
+    ffi::replicate::replicate_with(ctx, name, kept, c"AT", at);
+}
+
+/// [`replicate_argv_with_at`] for a command run through the crate's wrapper.
+pub fn replicate_with_at(
+    ctx: &Context,
+    name: &CStr,
+    args: &[RedisString],
+    at_index: Option<usize>,
+    now: Micros,
+) {
+    with_argv(args, |argv| {
+        replicate_argv_with_at(ctx, name, argv, at_index, now)
+    });
 }
 
 /// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
@@ -212,6 +228,22 @@ pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlEr
         Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
         _ => Ok(at),
     }
+}
+
+/// Open `name` for a command on limiter keys (`cmd`, named in the error on a stream key).
+///
+/// # Errors
+/// [`RlError::StreamKey`] for a stream (RL.STREAMCOUNT's keys).
+pub fn open_limiter(
+    ctx: &Context,
+    name: &RedisString,
+    cmd: &'static str,
+) -> Result<LimiterKey, RlError> {
+    let key = LimiterKey::open(ctx, name);
+    if key.is_stream() {
+        return Err(RlError::StreamKey(cmd));
+    }
+    Ok(key)
 }
 
 /// The limiter reply's field names, in order.
@@ -301,11 +333,7 @@ pub fn run<C: LimiterCommand>(
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let mut existing = match key.holding() {
-        Holding::Empty => None,
-        Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
-        Holding::Other => return Err(RlError::WrongType),
-    };
+    let mut existing = key.limiter()?;
     let outcome = flow::apply::<C::Algo>(
         existing.as_deref_mut(),
         &parsed.params,
@@ -313,14 +341,24 @@ pub fn run<C: LimiterCommand>(
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
-    let wrote = match (outcome.write, existing) {
-        (Write::None, _) => false,
-        (Write::Updated, Some(state)) => {
-            C::replicate(ctx, argv, &parsed.opts, now, state.store());
+    let wrote = match outcome.write {
+        Write::None => {
+            // Nothing changed: an inline value is not encoded again.
+            let held = existing;
+            if let Some(state) = held {
+                state.discard();
+            }
+            false
+        }
+        Write::Updated => {
+            let held = existing;
+            if let Some(mut state) = held {
+                C::replicate(ctx, argv, &parsed.opts, now, state.store());
+            }
             true
         }
-        (Write::Updated, None) => true,
-        (Write::Created(state), _) => {
+        Write::Created(state) => {
+            drop(existing);
             key.set(state)?;
             if let Holding::Limiter(value) = key.holding() {
                 C::replicate(ctx, argv, &parsed.opts, now, value.stored());
@@ -334,7 +372,7 @@ pub fn run<C: LimiterCommand>(
         notify(ctx, C::EVENT, key_name);
     }
     let d = Decision::from(outcome.verdict);
-    C::stats().record(d.granted > 0 || req.cost == 0);
+    C::stats().record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
     C::reply(ctx, &d, &outcome.verdict);
     Ok(())
 }

@@ -66,7 +66,8 @@ pub fn run_set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RlError::Arity.into());
     };
     let state = codec::decode(payload.as_slice()).ok_or(RlError::Payload)?;
-    let expires_at = expiry_ms(state.expires_at());
+    // As the write that made it: never before its last update.
+    let expires_at = expiry_ms(state.expires_at().max(state.last_update));
     let mut key = LimiterKey::open(ctx, Arg::from(name));
     if let Holding::Other = key.holding() {
         return Err(RlError::WrongType.into());

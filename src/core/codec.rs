@@ -1,19 +1,32 @@
 //! The one binary format of a limiter's state, used by RDB, AOF rewrite (`RL._RESTORE`) and
 //! `DEBUG DIGEST-VALUE`.
 //!
-//! Layout: `version` byte, `kind` byte, then LEB128 varints: last update (µs), the algorithm's
-//! own fields (its `encode`), the number of dedup ids and, for each, its 16-byte hash
-//! (little-endian), grant and expiry. Decoding validates everything and never panics: a
-//! truncated, oversized or unknown payload is `None`. Change the layout only by bumping
-//! [`CODEC_VERSION`] and keeping a decoder for the old one.
+//! Version 1 layout: `version` byte, `kind` byte, then LEB128 varints: last update (µs), the
+//! algorithm's own fields (its `encode`), the number of dedup ids and, for each, its 16-byte
+//! hash (little-endian), grant and expiry.
+//!
+//! Version 2 adds what RL.BLOCK and RL.REFUND store: `kind` 0 for a key holding only a block
+//! (no algorithm fields follow), the block's end (µs, 0 for none) after the algorithm's
+//! fields, and each dedup id's grant written `grant << 1 | settled`. A value that uses neither
+//! (the common case) is still written as version 1, byte for byte as before, and both versions
+//! are read.
+//!
+//! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
+//! `None`. Change the layout only by bumping [`CODEC_VERSION`] and keeping a decoder for the old
+//! ones.
 
-use crate::core::dedup::{DedupId, DedupSet, Entry};
+use crate::core::dedup::{DedupId, Entry};
+use crate::core::extras::Extras;
+use crate::core::gcra::MAX_PARAM;
 use crate::core::kind::Kind;
 use crate::core::state::{AlgoState, LimiterState};
 use crate::core::varint::{Reader, put_u64};
 
-/// Version byte of the current layout.
-pub const CODEC_VERSION: u8 = 1;
+/// Version byte of the newest layout.
+pub const CODEC_VERSION: u8 = 2;
+
+/// Version byte of the layout without blocks and settled ids.
+pub const CODEC_VERSION_1: u8 = 1;
 
 /// Encode a whole limiter value.
 pub fn encode(state: &LimiterState) -> Vec<u8> {
@@ -24,14 +37,25 @@ pub fn encode(state: &LimiterState) -> Vec<u8> {
 
 /// Append the encoding of a whole limiter value to `out`.
 pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
-    out.push(CODEC_VERSION);
-    out.push(state.kind() as u8);
+    let v2 = state.algo.is_none()
+        || state.extras.block_until() != 0
+        || state.extras.iter().any(|e| e.settled);
+    out.push(if v2 { CODEC_VERSION } else { CODEC_VERSION_1 });
+    out.push(state.kind().map_or(0, |k| k as u8));
     put_u64(out, state.last_update);
     state.encode_algo(out);
-    put_u64(out, state.dedup.len() as u64);
-    for e in state.dedup.iter() {
+    if v2 {
+        put_u64(out, state.extras.block_until());
+    }
+    put_u64(out, state.extras.len() as u64);
+    for e in state.extras.iter() {
         out.extend_from_slice(&e.id.0.to_le_bytes());
-        put_u64(out, e.granted);
+        if v2 {
+            let granted = e.granted.min(MAX_PARAM);
+            put_u64(out, (granted << 1) | u64::from(e.settled));
+        } else {
+            put_u64(out, e.granted);
+        }
         put_u64(out, e.until);
     }
 }
@@ -42,12 +66,21 @@ const MIN_ENTRY_LEN: usize = 18;
 /// Decode a whole limiter value; `None` if it is not exactly a valid payload.
 pub fn decode(input: &[u8]) -> Option<LimiterState> {
     let mut r = Reader::new(input);
-    if r.byte()? != CODEC_VERSION {
-        return None;
-    }
-    let kind = Kind::from_tag(r.byte()?)?;
+    let v2 = match r.byte()? {
+        CODEC_VERSION_1 => false,
+        CODEC_VERSION => true,
+        _ => return None,
+    };
+    let algo = match r.byte()? {
+        0 if v2 => None,
+        tag => Some(Kind::from_tag(tag)?),
+    };
     let last_update = r.u64()?;
-    let algo = AlgoState::decode(kind, &mut r)?;
+    let algo = match algo {
+        Some(kind) => Some(AlgoState::decode(kind, &mut r)?),
+        None => None,
+    };
+    let block_until = if v2 { r.u64()? } else { 0 };
     let count = usize::try_from(r.u64()?).ok()?;
     // Never trust a count to size an allocation: it must fit in what is left.
     if count > r.remaining() / MIN_ENTRY_LEN {
@@ -56,21 +89,31 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
     let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
         let id = u128::from_le_bytes(r.bytes(16)?.try_into().ok()?);
-        let granted = r.u64()?;
+        let word = r.u64()?;
+        let (granted, settled) = if v2 {
+            (word >> 1, word & 1 == 1)
+        } else {
+            (word, false)
+        };
         let until = r.u64()?;
         entries.push(Entry {
             id: DedupId(id),
             granted,
             until,
+            settled,
         });
     }
     if r.remaining() != 0 {
         return None;
     }
+    // A key of only a block has one; a version 2 payload always uses what version 1 lacks.
+    if algo.is_none() && block_until == 0 {
+        return None;
+    }
     Some(LimiterState {
         last_update,
         algo,
-        dedup: DedupSet::from_entries(entries),
+        extras: Extras::from_parts(entries, block_until),
     })
 }
 
@@ -97,7 +140,7 @@ pub(crate) mod tests {
         s.commit(&p, 1_700_000_000_000_000, 3).unwrap();
         let mut state = LimiterState::new(s.into_state(), 1_700_000_000_000_000);
         state
-            .dedup
+            .extras
             .remember(DedupId(7), 3, 1_700_000_001_000_000, 10);
         state
     }
@@ -125,7 +168,7 @@ pub(crate) mod tests {
     fn codec_rejects_bad_payloads() {
         let good = encode(&gcra_state());
         assert_eq!(decode(&[]), None);
-        assert_eq!(decode(&[2, 1]), None, "unknown version");
+        assert_eq!(decode(&[3, 1]), None, "unknown version");
         assert_eq!(decode(&[1, 99, 0]), None, "unknown kind");
         for cut in 0..good.len() {
             assert_eq!(decode(&good[..cut]), None, "truncated at {cut}");
@@ -218,7 +261,7 @@ pub(crate) mod tests {
                 };
                 let mut s = LimiterState::new(algo, last);
                 for (id, granted, until) in entries {
-                    s.dedup.remember(DedupId(id), granted, until, 10);
+                    s.extras.remember(DedupId(id), granted, until, 10);
                 }
                 s
             })
@@ -227,14 +270,17 @@ pub(crate) mod tests {
     /// Run `req` on `s` with its own stored parameters.
     fn decide(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
         fn go<A: Stored>(s: &mut LimiterState, req: &Request) -> Result<Decision, CoreError> {
-            let p = A::from_state(&s.algo).unwrap().params().clone();
+            let p = A::from_state(s.algo.as_ref().unwrap())
+                .unwrap()
+                .params()
+                .clone();
             apply::<A>(Some(s), &p, req, 10).map(|o| Decision::from(o.verdict))
         }
         type Go = fn(&mut LimiterState, &Request) -> Result<Decision, CoreError>;
         fn of<A: Stored>(_: &A) -> Go {
             go::<A>
         }
-        let f: Go = dispatch!(&s.algo, a => of(a));
+        let f: Go = dispatch!(s.algo.as_ref().unwrap(), a => of(a));
         f(s, req)
     }
 

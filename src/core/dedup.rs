@@ -2,11 +2,8 @@
 //!
 //! A retried request carrying an id the key remembers is not charged again; it gets the
 //! remembered `granted`. Ids are stored as a 128-bit FNV-1a hash (fixed size whatever the id's
-//! length), each with the grant and the time it is forgotten. At most `max` ids are kept per key;
-//! past that the oldest is forgotten first. Entries are kept in insertion order, which is also
-//! expiry order for one key as long as its parameters do not shrink the dedup period.
-
-use std::collections::VecDeque;
+//! length), each with the grant and the time it is forgotten; the key keeps them in its
+//! `core::extras::Extras`.
 
 use crate::core::time::Micros;
 
@@ -38,81 +35,8 @@ pub struct Entry {
     pub granted: u64,
     /// Forgotten at this time (Unix µs).
     pub until: Micros,
-}
-
-/// The remembered ids of one key. Empty costs one pointer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[allow(clippy::box_collection)] // one pointer when empty, the common case, not VecDeque's 32 bytes
-pub struct DedupSet(Option<Box<VecDeque<Entry>>>);
-
-impl DedupSet {
-    /// The remembered grant of `id`, if it is remembered at `now`.
-    pub fn lookup(&self, id: DedupId, now: Micros) -> Option<u64> {
-        self.0
-            .as_ref()?
-            .iter()
-            .find(|e| e.id == id && e.until > now)
-            .map(|e| e.granted)
-    }
-
-    /// Drop the ids forgotten by `now`.
-    pub fn forget_expired(&mut self, now: Micros) {
-        if let Some(entries) = self.0.as_mut() {
-            entries.retain(|e| e.until > now);
-            if entries.is_empty() {
-                self.0 = None;
-            }
-        }
-    }
-
-    /// Remember `id`, forgetting the oldest ids past `max`.
-    pub fn remember(&mut self, id: DedupId, granted: u64, until: Micros, max: usize) {
-        if max == 0 {
-            return;
-        }
-        let entries = self.0.get_or_insert_with(Box::default);
-        while entries.len() >= max {
-            entries.pop_front();
-        }
-        entries.push_back(Entry { id, granted, until });
-    }
-
-    /// The latest time an id is remembered until (0 when none).
-    pub fn latest_expiry(&self) -> Micros {
-        self.iter().map(|e| e.until).max().unwrap_or(0)
-    }
-
-    /// The entries, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.0.iter().flat_map(|d| d.iter())
-    }
-
-    /// Number of remembered ids.
-    pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |d| d.len())
-    }
-
-    /// No id remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Rebuild from decoded entries (oldest first).
-    pub fn from_entries(entries: Vec<Entry>) -> Self {
-        if entries.is_empty() {
-            DedupSet(None)
-        } else {
-            DedupSet(Some(Box::new(entries.into())))
-        }
-    }
-
-    /// Heap bytes held.
-    pub fn heap_size(&self) -> usize {
-        self.0.as_ref().map_or(0, |d| {
-            std::mem::size_of::<VecDeque<Entry>>()
-                .saturating_add(d.capacity().saturating_mul(std::mem::size_of::<Entry>()))
-        })
-    }
+    /// An `RL.REFUND ... DEDUP id` has settled it: a later refund with the id gives nothing.
+    pub settled: bool,
 }
 
 #[cfg(test)]
@@ -131,20 +55,5 @@ mod tests {
             0xd228_cb69_6f1a_8caf_7891_2b70_4e4a_8964
         );
         assert_ne!(DedupId::of(b"a\0"), DedupId::of(b"a"));
-    }
-
-    #[test]
-    fn dedup_forgets_oldest_past_max_and_expired() {
-        let mut d = DedupSet::default();
-        for i in 0..5u8 {
-            d.remember(DedupId::of(&[i]), u64::from(i), 100, 3);
-        }
-        assert_eq!(d.len(), 3);
-        assert_eq!(d.lookup(DedupId::of(&[0]), 0), None);
-        assert_eq!(d.lookup(DedupId::of(&[4]), 99), Some(4));
-        assert_eq!(d.lookup(DedupId::of(&[4]), 100), None);
-        d.forget_expired(100);
-        assert!(d.is_empty());
-        assert_eq!(d.heap_size(), 0);
     }
 }

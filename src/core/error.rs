@@ -20,4 +20,6 @@ pub enum CoreError {
     Refused(&'static str),
     /// Arithmetic on the given parameters would overflow.
     Overflow,
+    /// RL.REFUND on an algorithm whose units come back through another command (`via`).
+    NoRefund { held: Kind, via: &'static str },
 }

@@ -158,6 +158,18 @@ impl Algorithm for Fixed {
         Ok(())
     }
 
+    /// The current window's count, not below 0 (a past window's count no longer counts).
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        let end = self.params.window_end(now);
+        let used = self.used(&self.params, end);
+        let given = used.min(units);
+        if given > 0 {
+            self.count = used.saturating_sub(given);
+            self.end = end;
+        }
+        Ok(given)
+    }
+
     fn fresh_at(&self) -> Micros {
         if self.count == 0 { 0 } else { self.end }
     }

@@ -264,6 +264,24 @@ impl Schedule {
         Ok(())
     }
 
+    /// RL.REFUND: `TAT = max(TAT − units·T, now)` under the stored parameters. Returns the units
+    /// given back: by how much `remaining` rises (`ceil(backlog / T)` at most).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the numbers do not fit (not with validated parameters).
+    pub fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        let period = u128::from(self.params.period);
+        let now_t = overflow(u128::from(now).checked_mul(u128::from(self.params.rate)))?;
+        let backlog = self.tat().saturating_sub(now_t);
+        let owed = backlog.div_ceil(period.max(1));
+        let given = u64::try_from(owed).unwrap_or(u64::MAX).min(units);
+        if given > 0 {
+            let back = u128::from(units).saturating_mul(period);
+            self.set_tat(self.tat().saturating_sub(back).max(now_t));
+        }
+        Ok(given)
+    }
+
     /// When the schedule is fresh again: the TAT, in µs rounded up.
     pub fn fresh_at(&self) -> Micros {
         ticks_to_us(self.tat(), self.params.rate)
@@ -338,6 +356,10 @@ impl<T: ScheduleReading> Algorithm for T {
 
     fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
         self.schedule_mut().commit(params, now, granted, T::CARRY)
+    }
+
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        self.schedule_mut().refund(now, units)
     }
 
     fn fresh_at(&self) -> Micros {

@@ -23,6 +23,8 @@ pub struct Request {
     pub dedup: Option<DedupId>,
     /// Evaluation time (the server's clock or `AT`).
     pub now: Micros,
+    /// `BLOCK d`: when the call is denied, block the key for `d` µs from `now`.
+    pub block: Option<Micros>,
 }
 
 impl Request {
@@ -34,6 +36,7 @@ impl Request {
             best_effort: false,
             dedup: None,
             now,
+            block: None,
         }
     }
 }
@@ -89,6 +92,15 @@ impl From<Verdict> for Decision {
     }
 }
 
+/// What `RL.REFUND` does with an algorithm's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refund {
+    /// Gives units back through [`Algorithm::refund`].
+    Units,
+    /// Refused: units come back through this other command (`RL.RELEASE`), named in the error.
+    Via(&'static str),
+}
+
 /// A rate-limiting algorithm over its own state type.
 ///
 /// `evaluate` and `commit` must agree: committing `evaluate(..).granted` units at the same `now`
@@ -125,6 +137,20 @@ pub trait Algorithm: Sized + Clone {
     /// [`CoreError::Overflow`] only if that contract is broken.
     fn commit(&mut self, params: &Self::Params, now: Micros, granted: u64)
     -> Result<(), CoreError>;
+
+    /// Whether `RL.REFUND` gives units back to this algorithm (then `refund` must be written;
+    /// `registry_is_complete` checks it does) or names another command.
+    const REFUND: Refund = Refund::Units;
+
+    /// Give back up to `units` at `now`, under the stored parameters (SPEC's RL.REFUND): never
+    /// fresher than fresh, and only units that still count at `now`. Returns the units given
+    /// back. Changes nothing when it fails.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the numbers do not fit (not with validated parameters).
+    fn refund(&mut self, _now: Micros, _units: u64) -> Result<u64, CoreError> {
+        Ok(0)
+    }
 
     /// When the limiter is back to its fresh state, if nothing else happens (the key's expiry).
     fn fresh_at(&self) -> Micros;
@@ -199,5 +225,25 @@ pub fn retry(
         Ok(Retry::Never)
     } else {
         wait().map(Retry::After)
+    }
+}
+
+/// The reply on a key blocked until `until`: denied, nothing remaining, retry when the block
+/// has ended and the limiter would grant the request (`asked`, evaluated for its cost), or
+/// never; fresh when the block has ended and the limiter is fresh (`current`, cost 0).
+pub fn blocked(asked: Verdict, current: Verdict, cost: u64, until: Micros, now: Micros) -> Verdict {
+    let left = until.saturating_sub(now);
+    let retry = match asked.retry {
+        Retry::Never => Retry::Never,
+        _ if asked.granted == cost => Retry::After(left),
+        Retry::After(wait) => Retry::After(wait.max(left)),
+        Retry::Granted => Retry::After(left),
+    };
+    Verdict {
+        granted: 0,
+        limit: current.limit,
+        remaining: 0,
+        retry,
+        reset_after: current.reset_after.max(left),
     }
 }

@@ -24,16 +24,20 @@
 //!
 //! Layers, each importing only those above it (no circle):
 //! - leaves: `time`, `varint`, `kind` (generated from `crate::registry`), `error`, `param`, `dedup`,
+//!   `extras` (a key's ids and block),
 //!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
 //!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
 //! - `state`: the key's value over every registered algorithm;
 //! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
 
+#[cfg(test)]
+mod caps_tests;
 pub mod codec;
 pub mod concurrency;
 pub mod dedup;
 pub mod error;
+pub mod extras;
 pub mod fixed_window;
 pub mod flow;
 pub mod gcra;
@@ -55,7 +59,7 @@ pub mod varint;
 
 pub use error::CoreError;
 pub use kind::Kind;
-pub use limiter::{Algorithm, Decision, Request, Retry, Verdict};
+pub use limiter::{Algorithm, Decision, Refund, Request, Retry, Verdict};
 pub use packed::Packed;
 pub use param::{
     MUST_BE_POSITIVE, MUST_BE_POSITIVE_DURATION, MUST_FIT_COUNT, MUST_FIT_DURATION, check_count,

@@ -48,7 +48,7 @@ impl AnyParams {
         self.0
     }
 
-    /// [`flow::evaluate`] on the key's value (`None`: missing).
+    /// [`flow::judge`] on the key's value (`None`: missing): the verdict, a block honoured.
     fn evaluate(
         &self,
         state: Option<&LimiterState>,
@@ -56,7 +56,31 @@ impl AnyParams {
         cost: u64,
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        dispatch!(&self.0, spec => evaluate_like(spec, state, now, cost, best_effort))
+        self.judge(state, now, cost, best_effort).map(|(v, _)| v)
+    }
+
+    /// [`flow::judge`] on the key's value: the verdict and the end of a block in force.
+    ///
+    /// # Errors
+    /// [`CoreError::WrongKind`] if the key holds another algorithm; [`CoreError::Overflow`].
+    pub fn judge(
+        &self,
+        state: Option<&LimiterState>,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+    ) -> Result<(Verdict, Option<Micros>), CoreError> {
+        dispatch!(&self.0, spec => judge_like(spec, state, now, cost, best_effort))
+    }
+
+    /// [`flow::place_block`] on the key.
+    fn place_block(
+        &self,
+        slot: &mut Slot<'_>,
+        now: Micros,
+        until: Micros,
+    ) -> Result<Micros, CoreError> {
+        dispatch!(&self.0, spec => block_like(spec, slot, now, until))
     }
 
     /// [`flow::commit`] on the key.
@@ -72,16 +96,25 @@ impl AnyParams {
     }
 }
 
-/// [`flow::evaluate`] for `spec`'s algorithm (the type is inferred from `spec`).
-fn evaluate_like<A: Stored>(
+/// [`flow::judge`] for `spec`'s algorithm (the type is inferred from `spec`).
+fn judge_like<A: Stored>(
     spec: &A,
     state: Option<&LimiterState>,
     now: Micros,
     cost: u64,
     best_effort: bool,
-) -> Result<Verdict, CoreError> {
-    let (algo, _) = flow::read::<A>(state, now)?;
-    flow::evaluate(algo.or(Some(spec)), spec.params(), now, cost, best_effort)
+) -> Result<(Verdict, Option<Micros>), CoreError> {
+    flow::judge::<A>(state, spec.params(), now, cost, best_effort)
+}
+
+/// [`flow::place_block`] for `spec`'s algorithm.
+fn block_like<A: Stored>(
+    spec: &A,
+    slot: &mut Slot<'_>,
+    now: Micros,
+    until: Micros,
+) -> Result<Micros, CoreError> {
+    flow::place_block::<A>(slot, spec.params(), now, until)
 }
 
 /// [`AnyParams::bind_call`] for `spec`'s algorithm.
@@ -115,6 +148,8 @@ pub struct MultiOutcome {
     /// Per key, in order: `Some(expiry)` when the key was written (a `Slot::New` then holds the
     /// value to store).
     pub writes: Vec<Option<Micros>>,
+    /// A key is blocked (it denied the call, or `BLOCK d` blocked it).
+    pub blocked: bool,
 }
 
 /// Why RL.ALL refused.
@@ -197,14 +232,16 @@ pub fn apply_all(
     let mut nows: Vec<Micros> = Vec::with_capacity(n);
     for (index, (slot, spec)) in slots.iter().zip(specs).enumerate() {
         match slot.state() {
-            Some(s) if s.kind() != spec.kind() => {
-                return Err(MultiError::WrongKind {
-                    index,
-                    held: s.kind(),
-                    wanted: spec.kind(),
-                });
+            Some(s) => {
+                if let Some(held) = s.kind().filter(|k| *k != spec.kind()) {
+                    return Err(MultiError::WrongKind {
+                        index,
+                        held,
+                        wanted: spec.kind(),
+                    });
+                }
+                nows.push(req.now.max(s.last_update));
             }
-            Some(s) => nows.push(req.now.max(s.last_update)),
             None => nows.push(req.now),
         }
     }
@@ -215,13 +252,21 @@ pub fn apply_all(
             .collect()
     };
 
+    // A blocked key denies the call, before any remembered id is looked at (as for one key).
+    let blocked: Vec<Option<Micros>> = keys()
+        .map(|((slot, _), now)| flow::blocked_until(slot.state(), *now))
+        .collect();
+    let any_blocked = blocked.iter().any(Option::is_some);
+
     // A remembered id on any key: the retry is not charged.
-    if let Some(granted) =
-        keys().find_map(|((slot, _), now)| flow::remembered(slot.state(), req.dedup, *now))
+    if let Some(granted) = keys()
+        .filter(|_| !any_blocked)
+        .find_map(|((slot, _), now)| flow::remembered(slot.state(), req.dedup, *now))
     {
         return Ok(MultiOutcome {
             verdict: combine(granted, &each(0, false)?),
             writes: unchanged(),
+            blocked: false,
         });
     }
 
@@ -234,6 +279,50 @@ pub fn apply_all(
         0
     };
     if amount == 0 {
+        // `BLOCK d`: the keys that denied are blocked (not those blocked already).
+        let mut writes = unchanged();
+        let blocking: Vec<Option<Micros>> = keys()
+            .zip(&first)
+            .zip(&blocked)
+            .map(|((((_, _), now), v), already)| flow::blocks(req, v, *already, *now))
+            .collect();
+        if blocking.iter().any(Option::is_some) {
+            for ((((slot, spec), now), until), write) in slots
+                .iter_mut()
+                .zip(specs)
+                .zip(&nows)
+                .zip(&blocking)
+                .zip(writes.iter_mut())
+            {
+                if let Some(until) = until {
+                    *write = Some(spec.place_block(slot, *now, *until)?);
+                }
+            }
+            let verdicts: Vec<Verdict> = slots
+                .iter()
+                .zip(specs)
+                .zip(&nows)
+                .map(|((slot, spec), now)| spec.evaluate(slot.state(), *now, req.cost, false))
+                .collect::<Result<_, _>>()?;
+            let verdicts: Vec<Verdict> = slots
+                .iter()
+                .zip(specs)
+                .zip(&nows)
+                .zip(verdicts)
+                .map(|(((slot, spec), now), asked)| {
+                    spec.evaluate(slot.state(), *now, 0, false)
+                        .map(|current| Verdict {
+                            retry: retry_for_full_cost(&asked, req.cost),
+                            ..current
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+            return Ok(MultiOutcome {
+                verdict: combine(0, &verdicts),
+                writes,
+                blocked: true,
+            });
+        }
         // Nothing was charged: each limiter's current state, with its retry for the full cost
         // from that state (not from the state a BESTEFFORT evaluation would have left).
         let now_state = each(0, false)?;
@@ -249,6 +338,7 @@ pub fn apply_all(
         return Ok(MultiOutcome {
             verdict: combine(0, &verdicts),
             writes: unchanged(),
+            blocked: any_blocked,
         });
     }
     // Every key can be charged `amount` (evaluated before any key changes).
@@ -290,6 +380,7 @@ pub fn apply_all(
     Ok(MultiOutcome {
         verdict: combine(amount, &verdicts),
         writes,
+        blocked: false,
     })
 }
 

@@ -2,8 +2,8 @@
 //!
 //! The common value (a fixed-size limiter with small parameters and no `DEDUP` id) is kept
 //! inline as its encoding: the last update and the algorithm's own fields in the codec's varints
-//! (`core::codec`), which round-trip exactly. Any other value (`DEDUP` ids, a sliding log's
-//! entries, parameters or times too large for 30 bytes) is boxed as a whole [`LimiterState`].
+//! (`core::codec`), which round-trip exactly. Any other value (`DEDUP` ids, a block, a sliding
+//! log's entries or leases, parameters or times too large for 30 bytes) is boxed as a whole [`LimiterState`].
 //! Commands work on a [`LimiterState`] either way ([`Packed::unpack`], then [`StateMut::store`]).
 
 use std::cell::RefCell;
@@ -43,7 +43,8 @@ thread_local! {
 impl Inline {
     /// The value inline, if it has no `DEDUP` id and its encoding fits.
     fn of(state: &LimiterState) -> Option<Inline> {
-        if !state.dedup.is_empty() || state.has_heap() {
+        let algo = state.algo.as_ref()?;
+        if !state.extras.is_empty() || state.extras.block_until() != 0 || state.has_heap() {
             return None;
         }
         BUF.with_borrow_mut(|buf| {
@@ -53,7 +54,7 @@ impl Inline {
             let mut bytes = [0u8; INLINE_MAX];
             bytes.get_mut(..buf.len())?.copy_from_slice(buf);
             Some(Inline {
-                kind: state.kind(),
+                kind: algo.kind(),
                 len: u8::try_from(buf.len()).ok()?,
                 bytes,
             })
@@ -91,9 +92,15 @@ impl Packed {
         match self {
             Packed::Inline(i) => {
                 let state = i.state()?;
-                Some(StateMut::Inline { slot: self, state })
+                Some(StateMut {
+                    inner: Inner::Inline { slot: self, state },
+                    dirty: false,
+                })
             }
-            Packed::Boxed(b) => Some(StateMut::Boxed(b)),
+            Packed::Boxed(b) => Some(StateMut {
+                inner: Inner::Boxed(b),
+                dirty: false,
+            }),
         }
     }
 
@@ -123,9 +130,17 @@ impl Packed {
     }
 }
 
-/// A key's value being read or changed: the boxed value itself, or the decoded inline one.
+/// A key's value being read or changed: the boxed value itself, or the decoded inline one. A
+/// changed inline value is encoded back into its slot by [`StateMut::store`], or when dropped.
 #[derive(Debug)]
-pub enum StateMut<'a> {
+pub struct StateMut<'a> {
+    inner: Inner<'a>,
+    /// Borrowed mutably since it was stored (maybe changed).
+    dirty: bool,
+}
+
+#[derive(Debug)]
+enum Inner<'a> {
     Boxed(&'a mut LimiterState),
     Inline {
         slot: &'a mut Packed,
@@ -133,16 +148,63 @@ pub enum StateMut<'a> {
     },
 }
 
-impl<'a> StateMut<'a> {
+impl StateMut<'_> {
     /// Keep what was changed (an inline value is encoded again, boxed if it no longer fits);
     /// returns the stored value, to be encoded for replication.
-    pub fn store(self) -> Encodable<'a> {
-        match self {
-            StateMut::Boxed(s) => Encodable::Full(s),
-            StateMut::Inline { slot, state } => {
-                *slot = Packed::pack(state);
+    pub fn store(&mut self) -> Encodable<'_> {
+        let dirty = std::mem::replace(&mut self.dirty, false);
+        match &mut self.inner {
+            Inner::Boxed(s) => Encodable::Full(s),
+            Inner::Inline { slot, state } => {
+                if dirty {
+                    **slot = Packed::pack(state.clone());
+                }
                 slot.stored()
             }
+        }
+    }
+
+    /// Leave the stored value as it was: the caller knows nothing changed (a denied call).
+    pub fn discard(mut self) {
+        self.dirty = false;
+    }
+}
+
+impl Drop for StateMut<'_> {
+    fn drop(&mut self) {
+        if self.dirty
+            && let Inner::Inline { slot, state } = &mut self.inner
+        {
+            let state = std::mem::replace(
+                state,
+                LimiterState {
+                    last_update: 0,
+                    algo: None,
+                    extras: Default::default(),
+                },
+            );
+            **slot = Packed::pack(state);
+        }
+    }
+}
+
+impl Deref for StateMut<'_> {
+    type Target = LimiterState;
+
+    fn deref(&self) -> &LimiterState {
+        match &self.inner {
+            Inner::Boxed(s) => s,
+            Inner::Inline { state, .. } => state,
+        }
+    }
+}
+
+impl DerefMut for StateMut<'_> {
+    fn deref_mut(&mut self) -> &mut LimiterState {
+        self.dirty = true;
+        match &mut self.inner {
+            Inner::Boxed(s) => s,
+            Inner::Inline { state, .. } => state,
         }
     }
 }
@@ -159,35 +221,15 @@ impl Encodable<'_> {
     pub fn encode_into(self, out: &mut Vec<u8>) {
         match self {
             Encodable::Inline(i) => {
-                // The codec's layout: version, kind, then what the inline value holds, then
-                // no DEDUP id.
+                // The codec's layout (version 1: no block, no settled id): version, kind, then
+                // what the inline value holds, then no DEDUP id.
                 out.reserve(INLINE_MAX + 3);
-                out.push(crate::core::codec::CODEC_VERSION);
+                out.push(crate::core::codec::CODEC_VERSION_1);
                 out.push(i.kind as u8);
                 out.extend_from_slice(i.bytes.get(..usize::from(i.len)).unwrap_or_default());
                 out.push(0);
             }
             Encodable::Full(s) => crate::core::codec::encode_into(s, out),
-        }
-    }
-}
-
-impl Deref for StateMut<'_> {
-    type Target = LimiterState;
-
-    fn deref(&self) -> &LimiterState {
-        match self {
-            StateMut::Boxed(s) => s,
-            StateMut::Inline { state, .. } => state,
-        }
-    }
-}
-
-impl DerefMut for StateMut<'_> {
-    fn deref_mut(&mut self) -> &mut LimiterState {
-        match self {
-            StateMut::Boxed(s) => s,
-            StateMut::Inline { state, .. } => state,
         }
     }
 }
@@ -214,11 +256,19 @@ mod tests {
         assert_eq!(packed.mem_size(), 32);
         let mut with_id = state.clone();
         with_id
-            .dedup
+            .extras
             .remember(DedupId(1), 1, 1_700_000_001_000_000, 10);
         let packed = Packed::pack(with_id.clone());
         assert!(matches!(packed, Packed::Boxed(_)));
         assert_eq!(packed.state(), Some(with_id));
+        // A block is kept whole, and so is a key of only a block.
+        let mut blocked = state.clone();
+        blocked.extras.block(1_700_000_009_000_000);
+        let packed = Packed::pack(blocked.clone());
+        assert!(matches!(packed, Packed::Boxed(_)));
+        assert_eq!(packed.state(), Some(blocked));
+        let only = LimiterState::block_only(1_700_000_009_000_000, 1_700_000_000_000_000);
+        assert_eq!(Packed::pack(only.clone()).state(), Some(only));
     }
 
     proptest! {
@@ -234,9 +284,24 @@ mod tests {
             prop_assert_eq!(enc, codec::encode(&state));
             let mut s = packed.unpack().unwrap();
             s.last_update = last;
-            s.store();
-            let mut want = state;
+            drop(s);
+            let mut want = state.clone();
             want.last_update = last;
+            prop_assert_eq!(packed.state(), Some(want.clone()));
+            // A discarded change is not kept; a stored one is.
+            let mut s = packed.unpack().unwrap();
+            s.last_update = last.wrapping_add(1);
+            s.discard();
+            if matches!(packed, Packed::Inline(_)) {
+                prop_assert_eq!(packed.state(), Some(want.clone()));
+            }
+            let mut s = packed.unpack().unwrap();
+            s.last_update = last.wrapping_add(2);
+            let mut enc = Vec::new();
+            s.store().encode_into(&mut enc);
+            drop(s);
+            want.last_update = last.wrapping_add(2);
+            prop_assert_eq!(enc, codec::encode(&want));
             prop_assert_eq!(packed.state(), Some(want));
         }
     }

@@ -266,6 +266,21 @@ impl Algorithm for SlidingCounter {
         Ok(())
     }
 
+    /// The current window's count, not below 0 (the previous window's is left as it is).
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        let view = self.view(&self.params, now);
+        let given = view.current.min(units);
+        if given > 0 {
+            *self = SlidingCounter {
+                params: self.params,
+                start: view.start,
+                previous: view.previous,
+                current: view.current.saturating_sub(given),
+            };
+        }
+        Ok(given)
+    }
+
     fn fresh_at(&self) -> Micros {
         let w = self.params.window;
         if self.current > 0 {
@@ -547,7 +562,7 @@ mod tests {
                     // Granted: the key's clock is this call's evaluation time.
                     let at = key.last_update();
                     let SlidingCounter { start: ws, previous, current, .. } =
-                        *SlidingCounter::from_state(&key.state.as_ref().unwrap().algo).unwrap();
+                        *SlidingCounter::from_state(key.state.as_ref().unwrap().algo.as_ref().unwrap()).unwrap();
                     let w = u128::from(p.window());
                     let e = u128::from(at - ws);
                     let scaled = u128::from(previous) * (w - e) + u128::from(current) * w;

@@ -1,9 +1,10 @@
-//! The value stored in a limiter key: one algorithm's state, the key's last update time, and its
-//! remembered `DEDUP` ids. [`AlgoState`], its dispatch and the [`Stored`] link between an
+//! The value stored in a limiter key: one algorithm's state (none for a key that `RL.BLOCK`
+//! created, which holds only its block), the key's last update time, its remembered `DEDUP`
+//! ids and its block. [`AlgoState`], its dispatch and the [`Stored`] link between an
 //! algorithm and its variant are generated from the registry (`crate::registry`).
 
-use crate::core::dedup::DedupSet;
 use crate::core::error::CoreError;
+use crate::core::extras::Extras;
 use crate::core::kind::Kind;
 use crate::core::limiter::{Algorithm, Decision};
 use crate::core::time::Micros;
@@ -101,75 +102,111 @@ pub(crate) use dispatch;
 pub struct LimiterState {
     /// Time of the last write (Unix µs). Calls older than this are evaluated at this time.
     pub last_update: Micros,
-    pub algo: AlgoState,
-    pub dedup: DedupSet,
+    /// The algorithm's state; `None` for a key holding only a block (`RL.BLOCK` on a missing
+    /// key): the first limiter call on it gives it one.
+    pub algo: Option<AlgoState>,
+    /// Remembered `DEDUP` ids and the block.
+    pub extras: Extras,
 }
 
 impl LimiterState {
-    /// A state with no dedup ids.
+    /// A state with no dedup ids and no block.
     pub fn new(algo: AlgoState, last_update: Micros) -> Self {
         LimiterState {
             last_update,
-            algo,
-            dedup: DedupSet::default(),
+            algo: Some(algo),
+            extras: Extras::default(),
         }
     }
 
-    /// Which algorithm the key holds.
-    pub fn kind(&self) -> Kind {
-        self.algo.kind()
+    /// A key holding only a block until `until`.
+    pub fn block_only(until: Micros, last_update: Micros) -> Self {
+        let mut extras = Extras::default();
+        extras.block(until);
+        LimiterState {
+            last_update,
+            algo: None,
+            extras,
+        }
+    }
+
+    /// Which algorithm the key holds (`None`: only a block).
+    pub fn kind(&self) -> Option<Kind> {
+        self.algo.as_ref().map(AlgoState::kind)
     }
 
     /// The stored parameters, by name, for RL.INFO.
     pub fn describe(&self) -> Vec<(&'static str, u64)> {
-        dispatch!(&self.algo, a => describe_of(a))
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => describe_of(a)),
+            None => Vec::new(),
+        }
     }
 
-    /// The live state at `now` by name, for RL.INFO (see [`Algorithm::describe_live`]).
+    /// The live state at `now` by name, for RL.INFO (see [`Algorithm::describe_live`]); none
+    /// for a key holding only a block.
     pub fn describe_live(&self, now: Micros) -> Vec<(&'static str, u64)> {
         let now = now.max(self.last_update);
-        dispatch!(&self.algo, a => a.describe_live(now))
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.describe_live(now)),
+            None => Vec::new(),
+        }
     }
 
-    /// The limiter reply at `now` as if `PEEK COST 0` (for RL.INFO).
+    /// The limiter reply at `now` as if `PEEK COST 0` (for RL.INFO), the block honoured;
+    /// `None` for a key holding only a block.
     ///
     /// # Errors
     /// [`CoreError::Overflow`] as the algorithms.
-    pub fn peek(&self, now: Micros) -> Result<Decision, CoreError> {
+    pub fn peek(&self, now: Micros) -> Result<Option<Decision>, CoreError> {
         let now = now.max(self.last_update);
-        dispatch!(&self.algo, a => a.evaluate(a.params(), now, 0, false).map(Decision::from))
+        let Some(algo) = &self.algo else {
+            return Ok(None);
+        };
+        let verdict = dispatch!(algo, a => a.evaluate(a.params(), now, 0, false))?;
+        let verdict = match self.extras.blocked_at(now) {
+            Some(until) => crate::core::limiter::blocked(verdict, verdict, 0, until, now),
+            None => verdict,
+        };
+        Ok(Some(Decision::from(verdict)))
     }
 
-    /// When the limiter is fresh again (Unix µs), ignoring dedup ids.
-    pub fn fresh_at(&self) -> Micros {
-        dispatch!(&self.algo, a => a.fresh_at())
-    }
-
-    /// When the key expires (Unix µs): when the limiter is fresh again, late enough to remember
-    /// its `DEDUP` ids, and never before its last update. A function of the value alone, so a
-    /// value replicated as itself gets the master's expiry.
+    /// When the key may expire (Unix µs): the limiter is fresh again, no id is remembered and
+    /// no block is in force.
     pub fn expires_at(&self) -> Micros {
-        self.fresh_at()
-            .max(self.dedup.latest_expiry())
-            .max(self.last_update)
+        let fresh = match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.fresh_at()),
+            None => 0,
+        };
+        fresh
+            .max(self.extras.latest_expiry())
+            .max(self.extras.block_until())
     }
 
     /// Whether the algorithm's state holds heap memory (a sliding log's entries).
     pub fn has_heap(&self) -> bool {
-        dispatch!(&self.algo, a => a.heap_size()) > 0
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.heap_size()) > 0,
+            None => false,
+        }
     }
 
     /// Bytes used, the value itself and its heap, for `MEMORY USAGE`.
     pub fn mem_size(&self) -> usize {
-        let heap = dispatch!(&self.algo, a => a.heap_size());
+        let heap = match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.heap_size()),
+            None => 0,
+        };
         std::mem::size_of::<Self>()
             .saturating_add(heap)
-            .saturating_add(self.dedup.heap_size())
+            .saturating_add(self.extras.heap_size())
     }
 
     /// Append the algorithm's part of the encoding.
     pub(crate) fn encode_algo(&self, out: &mut Vec<u8>) {
-        dispatch!(&self.algo, a => a.encode(out))
+        if let Some(algo) = &self.algo {
+            dispatch!(algo, a => a.encode(out))
+        }
     }
 }
 

@@ -57,7 +57,10 @@ impl Key {
     /// The parameters the key was last written with.
     pub fn params<A: Stored>(&self) -> Option<A::Params> {
         let s = self.state.as_ref()?;
-        A::from_state(&s.algo).map(|a| a.params().clone())
+        s.algo
+            .as_ref()
+            .and_then(A::from_state)
+            .map(|a| a.params().clone())
     }
 
     /// The key's last update (0 when empty): calls older than this are evaluated at it.
@@ -193,6 +196,7 @@ pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
             best_effort: s.best_effort,
             dedup: None,
             now,
+            block: None,
         };
         let out = key.call::<A>(p, &req);
         let v = out.verdict;

@@ -258,6 +258,6 @@ mod tests {
         assert_eq!(codec::encode(&state), bytes);
         assert_eq!(codec::decode(bytes), Some(state));
         let LimiterState { algo, .. } = codec::decode(bytes).unwrap();
-        assert!(matches!(algo, AlgoState::TokenBucket(_)));
+        assert!(matches!(algo, Some(AlgoState::TokenBucket(_))));
     }
 }

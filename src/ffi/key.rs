@@ -5,6 +5,7 @@ use std::os::raw::c_int;
 
 use redis_module::{Context, raw};
 
+use crate::core::packed::StateMut;
 use crate::core::{LimiterState, Packed};
 use crate::error::RlError;
 use crate::ffi::command::Arg;
@@ -27,7 +28,8 @@ pub struct LimiterKey {
 
 impl LimiterKey {
     /// Open `name` for reading and writing.
-    pub fn open(ctx: &Context, name: Arg<'_>) -> Self {
+    pub fn open<'a>(ctx: &Context, name: impl Into<Arg<'a>>) -> Self {
+        let name: Arg<'a> = name.into();
         LimiterKey {
             key: raw::open_key(
                 ctx.ctx,
@@ -38,7 +40,8 @@ impl LimiterKey {
     }
 
     /// Open `name` read-only (does not touch the key's LRU as a write would).
-    pub fn open_read(ctx: &Context, name: Arg<'_>) -> Self {
+    pub fn open_read<'a>(ctx: &Context, name: impl Into<Arg<'a>>) -> Self {
+        let name: Arg<'a> = name.into();
         LimiterKey {
             key: raw::open_key(ctx.ctx, name.raw(), raw::KeyMode::READ),
         }
@@ -84,6 +87,18 @@ impl LimiterKey {
         Holding::Limiter(unsafe { crate::ffi::datatype::from_raw(value) })
     }
 
+    /// The limiter the key holds (`None`: empty).
+    ///
+    /// # Errors
+    /// [`RlError::WrongType`] for any other type.
+    pub fn limiter(&mut self) -> Result<Option<StateMut<'_>>, RlError> {
+        match self.holding() {
+            Holding::Empty => Ok(None),
+            Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload).map(Some),
+            Holding::Other => Err(RlError::WrongType),
+        }
+    }
+
     /// Store `state` as the key's value (the key must be empty or hold our type).
     ///
     /// # Errors
@@ -106,21 +121,26 @@ impl LimiterKey {
         }
     }
 
+    /// Whether the key holds a stream (RL.STREAMCOUNT's keys).
+    pub fn is_stream(&self) -> bool {
+        self.key_type() == raw::REDISMODULE_KEYTYPE_STREAM as c_int
+    }
+
+    /// Delete the key (opened for writing).
+    pub fn delete(&mut self) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        if let Some(f) = unsafe { raw::RedisModule_DeleteKey } {
+            // SAFETY: `self.key` is open for writing.
+            unsafe { f(self.key) };
+        }
+    }
+
     /// Set the absolute expiry, in Unix ms.
     pub fn set_expire_at(&mut self, at_ms: i64) {
         // SAFETY: copying a function pointer out of the API table, filled in at load.
         if let Some(f) = unsafe { raw::RedisModule_SetAbsExpire } {
             // SAFETY: `self.key` is open for writing and not empty.
             unsafe { f(self.key, at_ms) };
-        }
-    }
-
-    /// Delete the key.
-    pub fn delete(&mut self) {
-        // SAFETY: copying a function pointer out of the API table, filled in at load.
-        if let Some(f) = unsafe { raw::RedisModule_DeleteKey } {
-            // SAFETY: `self.key` is open for writing.
-            unsafe { f(self.key) };
         }
     }
 

@@ -8,7 +8,8 @@ use crate::ffi::command::Arg;
 
 /// Fire the module-class keyspace event `event` for `key` (class `d` in
 /// `notify-keyspace-events`); Redis drops it at once when that class is off.
-pub fn notify(ctx: &Context, event: &CStr, key: Arg<'_>) {
+pub fn notify<'a>(ctx: &Context, event: &CStr, key: impl Into<Arg<'a>>) {
+    let key: Arg<'a> = key.into();
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
         // SAFETY: `ctx` is the command's context, `event` is NUL-terminated and `key` is a live

@@ -5,16 +5,36 @@
 use std::ffi::CStr;
 use std::os::raw::c_char;
 
-use redis_module::{Context, raw};
+use redis_module::{Context, RedisString, raw};
 
 use crate::ffi::command::Arg;
 
 /// Arguments passed on the stack; a longer call (RL.ALL with many keys) uses the heap.
 const INLINE_ARGS: usize = 16;
 
+/// Propagate `cmd args...` (one command, no MULTI around it).
+pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+    // SAFETY: format "v" takes an array of RedisModuleString pointers and its length; every
+    // pointer is a live string of this call, and Redis retains what it keeps.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"v".as_ptr().cast::<c_char>(),
+            argv.as_ptr(),
+            argv.len(),
+        )
+    };
+}
+
 /// Propagate `cmd args... kw value` (one command, no MULTI around it): the strings `args`, then
 /// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
-pub fn replicate<'a>(
+pub fn replicate_with<'a>(
     ctx: &Context,
     cmd: &CStr,
     args: impl Iterator<Item = Arg<'a>>,

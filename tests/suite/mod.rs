@@ -66,6 +66,26 @@ macro_rules! shared_checks {
         fn replica_matches_a_master_whose_clock_moved() {
             suite::check_replication(&$spec);
         }
+
+        #[test]
+        fn refund_gives_back_units_never_past_fresh() {
+            suite::check_refund(&$spec);
+        }
+
+        #[test]
+        fn block_denies_uncharged_until_it_ends() {
+            suite::check_block(&$spec);
+        }
+
+        #[test]
+        fn check_agrees_with_peek_and_writes_nothing() {
+            suite::check_check(&$spec);
+        }
+
+        #[test]
+        fn copy_rename_restore_keep_block_and_refund() {
+            suite::check_copy_rename_restore(&$spec);
+        }
     };
 }
 
@@ -400,6 +420,7 @@ pub fn check_info(spec: &Spec) {
     assert_eq!(field("remaining"), Some(remaining));
     assert_eq!(field("retry_after_ms"), Some(0));
     assert_eq!(field("reset_after_ms"), Some(reset));
+    assert_eq!(field("blocked_ms"), Some(0));
     assert_eq!(field("dedup_ids"), Some(0));
     assert_eq!(c.cmd(&["TYPE", "k"]), Reply::Simple("ratelimit".into()));
     // No name twice, in either protocol (a RESP3 map with a repeated key loses a value).
@@ -433,6 +454,26 @@ fn fill(c: &mut Conn, spec: &Spec, t: u64) -> Vec<String> {
             );
         }
         c.ints(&command(spec, &key, spec.changed, &[], Some(t + 1000)));
+        // A settled refund, a block, or a block placed by a denied call.
+        let at = (t + 1001).to_string();
+        match i {
+            0 => {
+                // Settles the id (a changed FIXED or SLIDINGCOUNTER window has nothing to give).
+                let r = c.cmd(&["RL.REFUND", &key, "1", "DEDUP", "id-4", "AT", &at]);
+                assert!(r.as_array().is_some_and(|a| a.len() == 5), "{r:?}");
+            }
+            1 => assert_eq!(c.int(&["RL.BLOCK", &key, "1h", "AT", &at]), 3_600_000),
+            _ => {
+                let r = c.ints(&command(
+                    spec,
+                    &key,
+                    spec.changed,
+                    &["COST", "1000", "BLOCK", "1h"],
+                    Some(t + 1001),
+                ));
+                assert_eq!((r[0], r[3]), (0, -1));
+            }
+        }
         keys.push(key);
     }
     keys
@@ -547,10 +588,34 @@ fn random_call(c: &mut Conn, spec: &Spec, rng: &mut Rng) {
     let cost = rng.below(4).to_string();
     let id = rng.below(3).to_string();
     let mut extra = vec!["COST", cost.as_str()];
-    match rng.below(6) {
+    match rng.below(10) {
         0 => extra.push("PEEK"),
         1 => extra.push("BESTEFFORT"),
         2 => extra.extend(["DEDUP", id.as_str()]),
+        3 => extra.extend(["BLOCK", "300ms"]),
+        4 => {
+            // RL.REFUND, settling an id now and then: the limiter reply, or nil when missing.
+            let mut cmd = vec!["RL.REFUND", key.as_str(), cost.as_str()];
+            if rng.below(2) == 0 {
+                cmd.extend(["DEDUP", id.as_str()]);
+            }
+            if cost != "0" {
+                let r = c.cmd(&cmd);
+                assert!(
+                    r.is_nil() || r.as_array().is_some_and(|a| a.len() == 5),
+                    "{r:?}"
+                );
+            }
+            return;
+        }
+        5 if rng.below(3) == 0 => {
+            assert!(c.int(&["RL.BLOCK", key.as_str(), "200ms"]) > 0);
+            return;
+        }
+        6 if rng.below(3) == 0 => {
+            assert!((0..=1).contains(&c.int(&["RL.UNBLOCK", key.as_str()])));
+            return;
+        }
         _ => {}
     }
     c.ints(&command(spec, &key, params, &extra, None));
@@ -596,4 +661,342 @@ pub fn check_replication(spec: &Spec) {
             "expiry of {k}"
         );
     }
+    // RL.CHECK runs on the replica and agrees with PEEK on the master, at the same time (the
+    // master's clock, a little ahead of both keys' last update).
+    let at = (now_ms() + 50).to_string();
+    let offset = m.info_field("replication", "master_repl_offset");
+    for k in &names {
+        for cost in ["0", "1", "3"] {
+            let peek = m.ints(
+                &command(spec, k, spec.slow, &["COST", cost, "PEEK"], None::<u64>)
+                    .into_iter()
+                    .chain([b"AT".to_vec(), at.clone().into_bytes()])
+                    .collect::<Vec<_>>(),
+            );
+            let mut check: Vec<&str> = vec!["RL.CHECK", k.as_str(), spec.info_name];
+            check.extend(spec.slow.iter().copied());
+            check.extend(["COST", cost, "AT", at.as_str()]);
+            assert_eq!(
+                r.ints(&check),
+                peek,
+                "RL.CHECK {k} COST {cost} on the replica"
+            );
+        }
+    }
+    assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
+}
+
+/// The server's clock in ms.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `[granted, limit, remaining, retry_after_ms, reset_after_ms]` of RL.REFUND.
+fn refund(c: &mut Conn, key: &str, units: u64, extra: &[&str], at: u64) -> Vec<i64> {
+    let units = units.to_string();
+    let at = at.to_string();
+    let mut cmd = vec!["RL.REFUND", key, units.as_str()];
+    cmd.extend(extra);
+    cmd.extend(["AT", at.as_str()]);
+    c.ints(&cmd)
+}
+
+/// RL.REFUND gives back units already charged, at most what was used (never fresher than
+/// fresh), at most once per DEDUP id, and writes and propagates only when it changes something.
+pub fn check_refund(spec: &Spec) {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let [limit, remaining, reset] = spec.after_cost_2;
+    assert!(c.cmd(&["RL.REFUND", "k", "1"]).is_nil(), "missing key");
+    // Charge 3, give 1 back: the state after a charge of 2 (worked out by hand in the spec).
+    call(&mut c, spec, "k", &["COST", "3"], t);
+    assert_eq!(
+        refund(&mut c, "k", 1, &[], t),
+        [1, limit, remaining, 0, reset]
+    );
+    // More than was used: only what was used, and the limiter is fresh.
+    assert_eq!(refund(&mut c, "k", 100, &[], t), [2, limit, limit, 0, 0]);
+    let d = digest(&mut c, "k");
+    let offset = c.info_field("replication", "master_repl_offset");
+    assert_eq!(refund(&mut c, "k", 1, &[], t), [0, limit, limit, 0, 0]);
+    assert_eq!(
+        digest(&mut c, "k"),
+        d,
+        "a refund that gives nothing writes nothing"
+    );
+    assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
+
+    // DEDUP: at most what the id was granted, once; an unknown id gives nothing.
+    let first = call(&mut c, spec, "d", &["COST", "2", "DEDUP", "r1"], t);
+    assert_eq!(first, [2, limit, remaining, 0, reset]);
+    call(&mut c, spec, "d", &["COST", "1"], t);
+    assert_eq!(refund(&mut c, "d", 1, &["DEDUP", "nope"], t)[0], 0);
+    assert_eq!(refund(&mut c, "d", 5, &["DEDUP", "r1"], t)[0], 2);
+    let again = refund(&mut c, "d", 5, &["DEDUP", "r1"], t);
+    assert_eq!((again[0], again[2]), (0, limit - 1));
+    // The retried call is still not charged again: it gets its remembered grant.
+    let retried = call(&mut c, spec, "d", &["COST", "2", "DEDUP", "r1"], t);
+    assert_eq!((retried[0], retried[2]), (2, limit - 1));
+    // The refund persisted with its settled id: a reload keeps it.
+    c.ok(&["DEBUG", "RELOAD"]);
+    assert_eq!(refund(&mut c, "d", 5, &["DEDUP", "r1"], t)[0], 0);
+
+    // Errors change nothing.
+    c.ok(&["XADD", "s", "*", "count", "1"]);
+    assert_eq!(
+        c.err(&["RL.REFUND", "s", "1"]),
+        "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: RL.REFUND applies to limiter keys only"
+    );
+    c.ok(&["SET", "str", "x"]);
+    assert!(
+        c.err(&["RL.REFUND", "str", "1"])
+            .starts_with("WRONGTYPE Operation")
+    );
+    assert_eq!(
+        c.err(&["RL.REFUND", "k", "0"]),
+        "ERR units must be a positive integer"
+    );
+    assert_eq!(
+        c.err(&["RL.REFUND", "k", "1", "PEEK"]),
+        "ERR unknown option 'PEEK'"
+    );
+}
+
+/// `BLOCK d` on a denied call and RL.BLOCK deny every call until the block ends, charging
+/// nothing; then the limiter is as if the block had never been.
+pub fn check_block(spec: &Spec) {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let [limit, remaining, reset] = spec.after_cost_2;
+    let hour = 3_600_000i64;
+    let lim = limit.to_string();
+    // Use it all up, then a denied call blocks for an hour.
+    assert_eq!(call(&mut c, spec, "k", &["COST", &lim], t)[0], limit);
+    let denied_before = c.info_field(
+        "ratelimit",
+        &format!(
+            "ratelimit_{}",
+            spec.command.to_lowercase().replace('.', "_")
+        ),
+    );
+    let r = call(&mut c, spec, "k", &["BLOCK", "1h"], t);
+    assert_eq!((r[0], r[1], r[2], r[3]), (0, limit, 0, hour));
+    assert!(r[4] >= hour);
+    assert_eq!(c.int(&["PEXPIRETIME", "k"]), t as i64 + hour);
+    // Blocked: denied, not extended by another denial with BLOCK, PEEK and COST 0 too.
+    for extra in [
+        &["COST", "1"][..],
+        &["BLOCK", "2h"],
+        &["PEEK"],
+        &["COST", "0"],
+        &["BESTEFFORT"],
+    ] {
+        let r = call(&mut c, spec, "k", extra, t + 1000);
+        assert_eq!((r[0], r[2], r[3]), (0, 0, hour - 1000), "{extra:?}");
+    }
+    assert_eq!(c.int(&["PEXPIRETIME", "k"]), t as i64 + hour);
+    assert_ne!(
+        c.info_field(
+            "ratelimit",
+            &format!(
+                "ratelimit_{}",
+                spec.command.to_lowercase().replace('.', "_")
+            )
+        ),
+        denied_before
+    );
+    // RL.INFO shows it.
+    let info = c.cmd(&["RL.INFO", "k"]);
+    let field = |name: &str| {
+        info.as_array()
+            .unwrap()
+            .chunks(2)
+            .find(|kv| kv[0].as_str().as_deref() == Some(name))
+            .and_then(|kv| kv[1].as_int())
+    };
+    assert!(field("blocked_ms").is_some_and(|b| b > 0 && b <= hour));
+    assert_eq!(field("remaining"), Some(0));
+    // When it ends, the limiter is as if it never was: a call of 2 gets what a fresh one does.
+    let after = call(&mut c, spec, "k", &["COST", "2"], t + hour as u64);
+    assert_eq!(after, [2, limit, remaining, 0, reset]);
+
+    // A BESTEFFORT call that got something is not denied: no block.
+    call(&mut c, spec, "b", &["COST", "1"], t);
+    let big = (limit + 5).to_string();
+    let r = call(
+        &mut c,
+        spec,
+        "b",
+        &["COST", &big, "BESTEFFORT", "BLOCK", "1h"],
+        t,
+    );
+    assert_eq!(r[0], limit - 1);
+    assert_eq!(
+        call(&mut c, spec, "b", &["PEEK", "COST", "0"], t + 1000)[3],
+        0
+    );
+    // PEEK never blocks.
+    let r = call(
+        &mut c,
+        spec,
+        "b",
+        &["COST", &big, "PEEK", "BLOCK", "1h"],
+        t + 1000,
+    );
+    assert_eq!(r[0], 0);
+    assert_eq!(call(&mut c, spec, "b", &["COST", "0"], t + 1000)[3], 0);
+
+    // RL.BLOCK: until max(current end, now + d); RL.UNBLOCK removes it.
+    let at = |ms: u64| (t + ms).to_string();
+    call(&mut c, spec, "m", &["COST", "1"], t);
+    assert_eq!(c.int(&["RL.BLOCK", "m", "10s", "AT", &at(0)]), 10_000);
+    assert_eq!(c.int(&["RL.BLOCK", "m", "5s", "AT", &at(1000)]), 9_000);
+    let r = call(&mut c, spec, "m", &["COST", "1"], t + 2000);
+    assert_eq!((r[0], r[3]), (0, 8_000));
+    assert_eq!(c.int(&["RL.UNBLOCK", "m"]), 1);
+    assert_eq!(c.int(&["RL.UNBLOCK", "m"]), 0);
+    assert_eq!(call(&mut c, spec, "m", &["COST", "1"], t + 2000)[0], 1);
+
+    // RL.BLOCK on a missing key: a key holding only the block, honoured by every call.
+    assert_eq!(c.int(&["RL.BLOCK", "new", "1m", "AT", &at(0)]), 60_000);
+    assert_eq!(c.int(&["PEXPIRETIME", "new"]), t as i64 + 60_000);
+    let info = c.cmd(&["RL.INFO", "new"]);
+    assert_eq!(
+        info.as_array().unwrap()[1].as_str().as_deref(),
+        Some("none")
+    );
+    let r = call(&mut c, spec, "new", &["COST", "1"], t + 1000);
+    assert_eq!((r[0], r[1], r[2], r[3]), (0, limit, 0, 59_000));
+    assert!(c.cmd(&["RL.REFUND", "new", "1"]).is_nil());
+    assert_eq!(c.int(&["RL.UNBLOCK", "new"]), 1);
+    assert_eq!(c.int(&["EXISTS", "new"]), 0);
+    // Errors.
+    assert_eq!(
+        c.err(&["RL.BLOCK", "k", "0"]),
+        "ERR invalid duration '0' for duration"
+    );
+    assert_eq!(
+        c.err(&["RL.BLOCK", "k", "1s", "PEEK"]),
+        "ERR unknown option 'PEEK'"
+    );
+    assert!(
+        c.err(&["RL.UNBLOCK", "k", "x"])
+            .starts_with("ERR wrong number")
+    );
+}
+
+/// RL.CHECK gives PEEK's reply for random states, a missing key being fresh, and writes and
+/// propagates nothing.
+pub fn check_check(spec: &Spec) {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let check = |c: &mut Conn, key: &str, extra: &[&str], at: u64| {
+        let at = at.to_string();
+        let mut cmd = vec!["RL.CHECK", key, spec.info_name];
+        cmd.extend(spec.params.iter().copied());
+        cmd.extend(extra);
+        cmd.extend(["AT", at.as_str()]);
+        c.ints(&cmd)
+    };
+    let offset = c.info_field("replication", "master_repl_offset");
+    let fresh = check(&mut c, "none", &["COST", "2"], t);
+    assert_eq!(
+        fresh,
+        [
+            2,
+            spec.after_cost_2[0],
+            spec.after_cost_2[1],
+            0,
+            spec.after_cost_2[2]
+        ]
+    );
+    assert_eq!(c.int(&["EXISTS", "none"]), 0);
+    assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
+    let mut now = t;
+    for _ in 0..150 {
+        now += rng.below(400);
+        let key = format!("k{}", rng.below(3));
+        let cost = rng.below(5).to_string();
+        match rng.below(8) {
+            0 => {
+                c.cmd(&["RL.REFUND", &key, "2", "AT", &now.to_string()]);
+            }
+            1 => {
+                c.cmd(&["RL.BLOCK", &key, "300ms", "AT", &now.to_string()]);
+            }
+            _ => {
+                call(&mut c, spec, &key, &["COST", &cost], now);
+            }
+        }
+        let probe = (rng.below(5) + 1).to_string();
+        let d = digest(&mut c, &key);
+        let offset = c.info_field("replication", "master_repl_offset");
+        for be in [false, true] {
+            let mut extra = vec!["COST", probe.as_str()];
+            if be {
+                extra.push("BESTEFFORT");
+            }
+            let got = check(&mut c, &key, &extra, now + 1);
+            extra.push("PEEK");
+            assert_eq!(
+                got,
+                call(&mut c, spec, &key, &extra, now + 1),
+                "{key} {extra:?}"
+            );
+        }
+        assert_eq!(digest(&mut c, &key), d);
+        assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
+    }
+    // Another algorithm's key is WRONGTYPE; a stream key names RL.STREAMCOUNT.
+    let other = if spec.info_name == "gcra" {
+        "fixed"
+    } else {
+        "gcra"
+    };
+    let mut cmd = vec!["RL.CHECK", "k0", other, "5", "1s"];
+    if other == "gcra" {
+        cmd.insert(3, "5");
+    }
+    assert!(c.err(&cmd).starts_with("WRONGTYPE key holds a"));
+    c.ok(&["XADD", "s", "*", "count", "1"]);
+    let mut cmd = vec!["RL.CHECK", "s", spec.info_name];
+    cmd.extend(spec.params.iter().copied());
+    assert!(c.err(&cmd).contains("RL.STREAMCOUNT"));
+}
+
+/// A block, a settled id and a refund travel with the value: COPY, RENAME, DUMP + RESTORE.
+pub fn check_copy_rename_restore(spec: &Spec) {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    call(&mut c, spec, "k", &["COST", "3", "DEDUP", "x"], t);
+    refund(&mut c, "k", 1, &["DEDUP", "x"], t);
+    c.int(&["RL.BLOCK", "k", "1h", "AT", &t.to_string()]);
+    let d = digest(&mut c, "k");
+    let expiry = c.int(&["PEXPIRETIME", "k"]);
+    assert_eq!(c.int(&["COPY", "k", "k2"]), 1);
+    assert_eq!(digest(&mut c, "k2"), d);
+    c.ok(&["RENAME", "k2", "k3"]);
+    assert_eq!(digest(&mut c, "k3"), d);
+    let Reply::Bulk(dump) = c.cmd(&["DUMP", "k"]) else {
+        panic!("DUMP")
+    };
+    c.ok(&[
+        &b"RESTORE"[..],
+        b"k4",
+        expiry.to_string().as_bytes(),
+        &dump,
+        b"ABSTTL",
+    ]);
+    assert_eq!(digest(&mut c, "k4"), d);
+    // The restored key is blocked and its id settled.
+    let r = call(&mut c, spec, "k4", &["COST", "1"], t + 1000);
+    assert_eq!((r[0], r[3]), (0, 3_600_000 - 1000));
+    assert_eq!(refund(&mut c, "k4", 1, &["DEDUP", "x"], t + 1000)[0], 0);
 }

@@ -13,7 +13,12 @@
 //! - A lowered limit keeps the leases (denying until enough expire or are released).
 //!
 //! The id is the one per-call parameter: RL.ACQUIRE's `ID`, RL.ALL's `DEDUP` id. It is part of
-//! [`ConcurrencyParams`] for the call and never stored (a committed state holds `None`).
+//! [`ConcurrencyParams`] for the call and never encoded (a committed state holds `None`). RL.CHECK takes
+//! no id: it asks whether `cost` units would fit now as a new lease (a renewal is not seen).
+//!
+//! The capabilities every limiter has (`core::flow`): a block denies every RL.ACQUIRE (a
+//! renewal too) without charging it, and `BLOCK d` blocks the key when an acquire is denied;
+//! RL.RELEASE is never denied, blocked or not; RL.REFUND is refused (use RL.RELEASE).
 //!
 //! State: the parameters and the leases (`leases`: two orders over one arena, 56 bytes a
 //! lease). At most [`MAX_LEASES`] units, so at most that many leases, per key.
@@ -24,7 +29,7 @@ pub use leases::{Lease, Leases};
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
-use crate::core::limiter::{self, Algorithm, Retry, Verdict};
+use crate::core::limiter::{self, Algorithm, Refund, Retry, Verdict};
 use crate::core::param::{check_count, check_duration};
 use crate::core::state::{LimiterState, Stored};
 use crate::core::time::Micros;
@@ -130,8 +135,13 @@ impl Concurrency {
 impl Algorithm for Concurrency {
     type Params = ConcurrencyParams;
 
+    /// Units come back when their lease is released (or expires), never by a refund.
+    const REFUND: Refund = Refund::Via("RL.RELEASE");
+
     fn fresh(params: &ConcurrencyParams) -> Self {
         Concurrency(Box::new(Inner {
+            // Carries the call's id (RL.ALL's parameters are a fresh limiter); it is never
+            // encoded, and a commit clears it.
             params: *params,
             leases: Leases::default(),
         }))
@@ -161,10 +171,9 @@ impl Algorithm for Concurrency {
                 reset_after: self.reset_after(now, None),
             });
         }
-        let Some(id) = params.id else {
-            return Err(CoreError::Refused("a lease needs an id"));
-        };
-        if let Some(lease) = self.live(Some(id), now) {
+        // Without an id (RL.CHECK, which takes none) the request is a new lease's: do `cost`
+        // units fit now. Only a call with an id commits.
+        if let Some(lease) = self.live(params.id, now) {
             if u64::from(lease.units) != cost {
                 return Err(CoreError::Refused(
                     "COST differs from the units the lease holds",
@@ -335,9 +344,14 @@ pub enum Released {
 /// # Errors
 /// [`CoreError::WrongKind`] if the key holds another algorithm.
 pub fn release(state: &mut LimiterState, id: DedupId, now: Micros) -> Result<Released, CoreError> {
-    let held = state.kind();
     let now = now.max(state.last_update);
-    let conc = Concurrency::from_state_mut(&mut state.algo).ok_or(CoreError::WrongKind {
+    // A key holding only a block holds no lease. A block never stops a release: it only
+    // denies what would take units.
+    let Some(algo) = state.algo.as_mut() else {
+        return Ok(Released::Nothing);
+    };
+    let held = algo.kind();
+    let conc = Concurrency::from_state_mut(algo).ok_or(CoreError::WrongKind {
         held,
         wanted: Concurrency::KIND,
     })?;
@@ -345,17 +359,14 @@ pub fn release(state: &mut LimiterState, id: DedupId, now: Micros) -> Result<Rel
         return Ok(Released::Nothing);
     }
     let units = conc.release(id, now);
-    let last = conc.0.leases.last_expiry();
-    let empty = conc.0.leases.is_empty();
     state.last_update = now;
-    state.dedup.forget_expired(now);
-    if empty && state.dedup.is_empty() {
+    state.extras.forget_expired(now);
+    // The key lives while a lease, a remembered id or a block does.
+    let expires_at = state.expires_at();
+    if expires_at <= now {
         return Ok(Released::Emptied { units });
     }
-    Ok(Released::Kept {
-        units,
-        expires_at: last.max(state.dedup.latest_expiry()).max(now),
-    })
+    Ok(Released::Kept { units, expires_at })
 }
 
 #[cfg(test)]

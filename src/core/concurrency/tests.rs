@@ -26,7 +26,8 @@ impl Key {
         }
         if wrote {
             // The key expires with its last lease.
-            let conc = Concurrency::from_state(&self.0.as_ref().unwrap().algo).unwrap();
+            let conc =
+                Concurrency::from_state(self.0.as_ref().unwrap().algo.as_ref().unwrap()).unwrap();
             assert_eq!(out.expires_at, conc.leases().last_expiry());
         }
         Ok(Decision::from(out.verdict))
@@ -228,7 +229,7 @@ proptest! {
             if let Some(s) = &key.0 {
                 prop_assert_eq!(s.last_update, model.last);
                 prop_assert_eq!(&codec::decode(&codec::encode(s)), &Some(s.clone()));
-                let conc = Concurrency::from_state(&s.algo).unwrap();
+                let conc = Concurrency::from_state(s.algo.as_ref().unwrap()).unwrap();
                 // Every stored lease is one of the model's, with its units and expiry.
                 for l in conc.leases().iter() {
                     let (id, v) = model.leases.iter().find(|(id, _)| DedupId::of(&[**id]) == l.id).unwrap();
@@ -294,7 +295,7 @@ fn concurrency_table() {
     assert_eq!(k.release(1, T0 + 12_000_000), 2);
     assert_eq!(k.release(1, T0 + 12_000_000), 0);
     assert_eq!(k.release(9, T0 + 12_000_000), 0);
-    let conc = Concurrency::from_state(&k.0.as_ref().unwrap().algo).unwrap();
+    let conc = Concurrency::from_state(k.0.as_ref().unwrap().algo.as_ref().unwrap()).unwrap();
     assert_eq!(conc.held(T0 + 12_000_000), 1);
     // The last lease released: the key is gone.
     assert_eq!(k.release(3, T0 + 13_000_000), 1);
@@ -370,6 +371,6 @@ fn concurrency_holds_65536_leases_in_logarithmic_depth() {
             T0
         )))
         .map(|s| s.algo),
-        Some(c.into_state())
+        Some(Some(c.into_state()))
     );
 }

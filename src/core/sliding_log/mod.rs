@@ -298,6 +298,46 @@ impl Algorithm for SlidingLog {
         self.commit_with(params, now, granted, MAX_ENTRIES)
     }
 
+    /// The newest live entries first. O(1) when the newest entry holds more than `units`, else
+    /// the live entries are rebuilt without the refunded ones: O(N).
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        let window = self.params.window;
+        let cutoff = now.checked_sub(window);
+        let live = |ts: Micros| cutoff.is_none_or(|c| ts > c);
+        let Some(log) = self.log.as_deref_mut() else {
+            return Ok(0);
+        };
+        if !live(log.tail_ts) {
+            return Ok(0);
+        }
+        if log.tail_units > units {
+            log.tail_units = log.tail_units.saturating_sub(units);
+            return Ok(units);
+        }
+        let mut entries: Vec<(Micros, u64)> = self.entries().filter(|(ts, _)| live(*ts)).collect();
+        let mut left = units;
+        while left > 0 {
+            let Some(last) = entries.last_mut() else {
+                break;
+            };
+            let take = last.1.min(left);
+            last.1 = last.1.saturating_sub(take);
+            left = left.saturating_sub(take);
+            if last.1 == 0 {
+                entries.pop();
+            }
+        }
+        let mut rebuilt: Option<Box<Log>> = None;
+        for (ts, n) in entries {
+            match rebuilt.as_deref_mut() {
+                Some(l) => l.push(ts, n)?,
+                None => rebuilt = Some(Box::new(Log::single(ts, n))),
+            }
+        }
+        self.log = rebuilt;
+        Ok(units.saturating_sub(left))
+    }
+
     /// When the newest entry leaves the window.
     fn fresh_at(&self) -> Micros {
         self.log

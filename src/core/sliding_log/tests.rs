@@ -17,7 +17,7 @@ fn params(limit: u64, window_ms: u64, precision_ms: u64) -> SlidingParams {
 }
 
 fn log_of(state: &LimiterState) -> &SlidingLog {
-    SlidingLog::from_state(&state.algo).unwrap()
+    SlidingLog::from_state(state.algo.as_ref().unwrap()).unwrap()
 }
 
 /// One request through the shared flow (`apply`), keeping a created state.
@@ -657,6 +657,7 @@ proptest! {
                 best_effort: s.best_effort,
                 dedup: None,
                 now: t,
+                block: None,
             };
             let out = flow::apply::<SlidingLog>(state.as_mut(), &p, &req, 1000).unwrap();
             let now = t.max(last_update);

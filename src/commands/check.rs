@@ -1,0 +1,136 @@
+//! RL.CHECK key limiter [COST n] [BESTEFFORT] [AT t]: the reply the same call with `PEEK` would
+//! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
+//! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
+//! rules as every other call (a block honoured).
+//!
+//! A concurrency limiter (`CONCURRENCY limit lease`) is checked without a lease id (RL.CHECK
+//! takes none): the reply says whether `COST n` units would fit now as a new lease.
+
+use redis_module::{Context, RedisResult, RedisString};
+
+use crate::commands::all::parse_limiter;
+use crate::commands::args::{Args, Options};
+use crate::commands::{evaluation_time, limiter_reply};
+use crate::core::kind::Kind;
+use crate::core::limiter::Decision;
+use crate::core::multi::AnyParams;
+use crate::error::RlError;
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::stats;
+
+/// RL.CHECK's parsed arguments.
+#[derive(Debug, Clone)]
+pub struct CheckRequest {
+    pub spec: AnyParams,
+    pub opts: Options,
+}
+
+impl CheckRequest {
+    /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
+    ///
+    /// # Errors
+    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT` and `AT`.
+    pub fn parse(items: &[&[u8]]) -> Result<Self, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let key = args.required()?;
+        if args.peek().is_none() {
+            return Err(RlError::Arity);
+        }
+        let spec = parse_limiter(&mut args, key)?;
+        let opts = Options::parse_only(&mut args, &[b"COST", b"BESTEFFORT", b"AT"], |_, _| {
+            Ok(false)
+        })?;
+        // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
+        if opts.best_effort && spec.kind() == Kind::Concurrency {
+            return Err(RlError::Conflict(
+                "BESTEFFORT does not apply to CONCURRENCY",
+            ));
+        }
+        Ok(CheckRequest { spec, opts })
+    }
+}
+
+/// RL.CHECK key limiter [COST n] [BESTEFFORT] [AT t]
+///
+/// # Errors
+/// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let req = CheckRequest::parse(&bytes)?;
+    let name = args.get(1).ok_or(RlError::Arity)?;
+    let now = evaluation_time(ctx, req.opts.at)?;
+    let mut key = LimiterKey::open_read(ctx, name);
+    let is_stream = key.is_stream();
+    let value;
+    let state = match key.holding() {
+        Holding::Empty => None,
+        Holding::Limiter(packed) => {
+            value = packed.state().ok_or(RlError::Payload)?;
+            Some(&value)
+        }
+        Holding::Other if is_stream => return Err(RlError::StreamKey("RL.CHECK").into()),
+        Holding::Other => return Err(RlError::WrongType.into()),
+    };
+    let (verdict, blocked) = req
+        .spec
+        .judge(state, now, req.opts.cost, req.opts.best_effort)
+        .map_err(RlError::from)?;
+    let d = Decision::from(verdict);
+    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && blocked.is_none()));
+    Ok(limiter_reply(ctx, &d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Gcra, GcraParams};
+
+    fn parse(items: &[&str]) -> Result<CheckRequest, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        CheckRequest::parse(&bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn check_parses_one_limiter_as_rl_all() {
+        let r = parse(&[
+            "rl.check",
+            "k",
+            "gcra",
+            "10",
+            "5",
+            "1s",
+            "COST",
+            "3",
+            "besteffort",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.spec,
+            AnyParams::of::<Gcra>(&GcraParams::new(10, 5, 1_000_000).unwrap())
+        );
+        assert_eq!((r.opts.cost, r.opts.best_effort), (3, true));
+        let r = parse(&[
+            "rl.check", "k", "FIXED", "100", "1m", "OFFSET", "9h", "AT", "5",
+        ])
+        .unwrap();
+        assert_eq!(
+            r.spec,
+            AnyParams::of::<Fixed>(&FixedParams::new(100, 60_000_000, 9 * 3_600_000_000).unwrap())
+        );
+        assert_eq!(r.opts.at, Some(5_000));
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.check", "k"],                                 "ERR wrong number of arguments"),
+            (&["rl.check", "k", "nope"],                         "ERR unknown limiter 'nope'"),
+            (&["rl.check", "k", "gcra", "1", "1"],               "ERR syntax error, GCRA needs its positional arguments"),
+            (&["rl.check", "k", "gcra", "1", "1", "1s", "PEEK"], "ERR unknown option 'PEEK'"),
+            (&["rl.check", "k", "gcra", "1", "1", "1s", "DEDUP", "x"], "ERR unknown option 'DEDUP'"),
+            (&["rl.check", "k", "gcra", "1", "1", "1s", "BLOCK", "1s"], "ERR unknown option 'BLOCK'"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! RL.REFUND key units [DEDUP id] [AT t]: give units back to a limiter, for any algorithm
+//! (`core::flow::refund`; an algorithm says through `Algorithm::REFUND` whether it takes one).
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::args::{Args, Options, positive};
+use crate::commands::{evaluation_time, limiter_reply, open_limiter, replicate_with_at};
+use crate::core::flow;
+use crate::core::limiter::Decision;
+use crate::core::time::expiry_ms;
+use crate::error::RlError;
+use crate::ffi::notify::notify;
+use crate::stats;
+
+/// RL.REFUND's parsed arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    pub units: u64,
+    pub opts: Options,
+}
+
+impl RefundRequest {
+    /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
+    ///
+    /// # Errors
+    /// Arity, `units` not a positive integer, options other than `DEDUP` and `AT`.
+    pub fn parse(items: &[&[u8]]) -> Result<Self, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let _key = args.required()?;
+        let units = positive(args.required()?, "units")?;
+        let opts = Options::parse_only(&mut args, &[b"DEDUP", b"AT"], |_, _| Ok(false))?;
+        Ok(RefundRequest { units, opts })
+    }
+}
+
+/// RL.REFUND key units [DEDUP id] [AT t]
+///
+/// Replies the limiter reply after the refund, `granted` being the units given back; nil for a
+/// missing key (or one holding only a block).
+///
+/// # Errors
+/// Argument errors, WRONGTYPE, an algorithm that takes no refund; nothing is written then.
+pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let req = RefundRequest::parse(&bytes)?;
+    let name = args.get(1).ok_or(RlError::Arity)?;
+    let now = evaluation_time(ctx, req.opts.at)?;
+    let mut key = open_limiter(ctx, name, "RL.REFUND")?;
+    let Some(mut state) = key.limiter()? else {
+        stats::REFUND.record(false);
+        return Ok(RedisValue::Null);
+    };
+    let refunded = flow::refund(&mut state, now, req.units, req.opts.dedup);
+    // Kept (a changed inline value is encoded again) before the key is touched.
+    drop(state);
+    let Some(out) = refunded.map_err(RlError::from)? else {
+        stats::REFUND.record(false);
+        return Ok(RedisValue::Null);
+    };
+    if out.changed {
+        key.set_expire_at(expiry_ms(out.expires_at));
+        drop(key);
+        replicate_with_at(ctx, c"rl.refund", &args, req.opts.at_index, now);
+        notify(ctx, c"rl.refund", name);
+    }
+    let d = Decision::from(out.verdict);
+    stats::REFUND.record(d.granted > 0);
+    Ok(limiter_reply(ctx, &d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::dedup::DedupId;
+
+    fn parse(items: &[&str]) -> Result<RefundRequest, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        RefundRequest::parse(&bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn refund_parses_units_dedup_and_at() {
+        let r = parse(&["rl.refund", "k", "70", "dedup", "req-1", "AT", "1000.5"]).unwrap();
+        assert_eq!(r.units, 70);
+        assert_eq!(r.opts.dedup, Some(DedupId::of(b"req-1")));
+        assert_eq!(r.opts.at, Some(1_000_500));
+        assert_eq!(r.opts.at_index, Some(5));
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.refund", "k"],                   "ERR wrong number of arguments"),
+            (&["rl.refund", "k", "0"],              "ERR units must be a positive integer"),
+            (&["rl.refund", "k", "-1"],             "ERR units must be a positive integer"),
+            (&["rl.refund", "k", "1", "COST", "2"], "ERR unknown option 'COST'"),
+            (&["rl.refund", "k", "1", "PEEK"],      "ERR unknown option 'PEEK'"),
+            (&["rl.refund", "k", "1", "BLOCK", "1s"], "ERR unknown option 'BLOCK'"),
+            (&["rl.refund", "k", "1", "DEDUP"],     "ERR syntax error, DEDUP needs a value"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}
