@@ -3,34 +3,62 @@
 # not move with the machine's load, unlike requests per second. For each command it starts a
 # server under callgrind, warms up 1,000 keys, then counts every instruction the server runs
 # (network, parsing, the command, the reply) over N calls at pipeline 16 and divides by N.
+# The second table does the same with a replica attached to the counted master (the replica, a
+# plain redis-server with the module, is not counted): the cost of propagation.
 #
-# usage: bench/instructions.sh [N]        (default 20000 calls per command; about 3 minutes)
+# usage: bench/instructions.sh [N]        (default 20000 calls per command; about 8 minutes)
+#   RL_INSTR_ONLY=regex   only the labels matching it (e.g. 'INCR|RL.GCRA')
+#   RL_INSTR_KEEP=dir     keep each callgrind output there (for callgrind_annotate)
+#   RL_INSTR_REPLICA=0    skip the with-replica table (=only: only that table)
 # needs: valgrind (apt), redis-server and redis-benchmark (make deps), the release module (make release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-20000}
 MODULE=${RL_MODULE:-$PWD/target/release/libredis_ratelimit.so}
+ONLY=${RL_INSTR_ONLY:-}
+KEEP=${RL_INSTR_KEEP:-}
+REPLICA=${RL_INSTR_REPLICA:-1}
 for tool in valgrind callgrind_control redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "instructions: $tool is missing (apt-get install valgrind; make deps)"; exit 1; }
 done
 [ -f "$MODULE" ] || { echo "instructions: $MODULE is missing (make release)"; exit 1; }
+[ -n "$KEEP" ] && mkdir -p "$KEEP"
 
 work=$(mktemp -d)
 pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
+rpid=""
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ -n "$rpid" ] && kill "$rpid" 2>/dev/null
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# count LABEL [SCRIPT] -- ARGS...: instructions per call of ARGS (EVALSHA of SCRIPT when given)
+# count LABEL [SCRIPT] -- ARGS...: instructions per call of ARGS (EVALSHA of SCRIPT when given),
+# with a replica attached when $with_replica is 1
 count() {
   local label=$1 script=$2; shift 3
+  if [ -n "$ONLY" ] && ! [[ $label =~ $ONLY ]]; then return; fi
   local port; port=$(free_port)
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.%p" \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
     --loadmodule "$MODULE" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  local rport=""
+  if [ "$with_replica" = 1 ]; then
+    rport=$(free_port)
+    mkdir -p "$work/replica"
+    redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work/replica" \
+      --loadmodule "$MODULE" --replicaof 127.0.0.1 "$port" >"$work/replica.log" 2>&1 &
+    rpid=$!
+    for _ in $(seq 600); do
+      redis-cli -p "$rport" INFO replication 2>/dev/null | grep -q 'master_link_status:up' && break
+      sleep 0.1
+    done
+  fi
   local cmd=("$@")
   if [ -n "$script" ]; then
     local sha; sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$script")")
@@ -44,32 +72,66 @@ count() {
   "${bench[@]}" -n "$N" "${cmd[@]}" >/dev/null
   callgrind_control -i off "$pid" >/dev/null 2>&1
   callgrind_control -d "$pid" >/dev/null 2>&1
+  if [ -n "$rport" ]; then
+    redis-cli -p "$rport" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+    wait "$rpid" 2>/dev/null || true
+    rpid=""
+    rm -rf "$work/replica"
+  fi
   redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
   pid=""
-  local total; total=$(grep -h '^totals:' "$work"/cg.*.1 | awk '{print $2}')
+  local out; out=$(ls "$work"/cg.*.1)
+  local total; total=$(grep -h '^totals:' "$out" | awk '{print $2}')
+  if [ -n "$KEEP" ]; then
+    local suffix=""; [ "$with_replica" = 1 ] && suffix=".replica"
+    cp "$out" "$KEEP/$(echo "$label" | tr -c 'A-Za-z0-9.\n' '_')$suffix.callgrind"
+  fi
   rm -f "$work"/cg.*
   local per=$((total / N))
   [ "$label" = INCR ] && incr=$per
   printf '| %s | %s | %s |\n' "$label" "$per" "$(awk -v a="$incr" -v b="$per" 'BEGIN { printf "%.2f", a / b }')"
 }
 
+table() {
+  incr=1
+  local K='k:__rand_int__'
+  count "INCR" "" -- INCR "$K"
+  count "RL.GCRA" "" -- RL.GCRA "$K" 10000000 1 1m
+  count "CL.THROTTLE" "" -- CL.THROTTLE "$K" 9999999 1 60
+  count "RL.TOKENBUCKET" "" -- RL.TOKENBUCKET "$K" 10000000 1 1m
+  count "RL.LEAKYBUCKET" "" -- RL.LEAKYBUCKET "$K" 10000000 1 1m
+  count "RL.FIXED" "" -- RL.FIXED "$K" 10000000 1m
+  count "RL.SLIDINGCOUNTER" "" -- RL.SLIDINGCOUNTER "$K" 10000000 1m
+  count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
+  count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h
+  count "RL.SLIDING denied" "" -- RL.SLIDING "$K" 1 1h
+  if [ "$with_replica" = 0 ]; then
+    count "Lua GCRA (redis_rate)" bench/lua/gcra.lua -- "$K" 10000000 1 60
+    count "Lua token bucket" bench/lua/token_bucket.lua -- "$K" 10000000 1 60000
+    count "Lua fixed window" bench/lua/fixed_window.lua -- "$K" 10000000 60000
+    count "Lua sorted-set log" bench/lua/sorted_set_log.lua -- "$K" 10000000 1000
+  fi
+}
+
+header="| command | instructions per call | ×INCR (INCR's count / this one's) |"
 echo "Instructions per call in redis-server (callgrind), $N calls at pipeline 16 over 1,000 keys;"
 echo "$(redis-server --version | cut -d' ' -f1-3). Reproduce: bench/instructions.sh $N"
-echo
-echo "| command | instructions per call | ×INCR (INCR's count / this one's) |"
-echo "|---|--:|--:|"
-incr=1
-K='k:__rand_int__'
-count "INCR" "" -- INCR "$K"
-count "RL.GCRA" "" -- RL.GCRA "$K" 10000000 1 1m
-count "CL.THROTTLE" "" -- CL.THROTTLE "$K" 9999999 1 60
-count "RL.TOKENBUCKET" "" -- RL.TOKENBUCKET "$K" 10000000 1 1m
-count "RL.LEAKYBUCKET" "" -- RL.LEAKYBUCKET "$K" 10000000 1 1m
-count "RL.FIXED" "" -- RL.FIXED "$K" 10000000 1m
-count "RL.SLIDINGCOUNTER" "" -- RL.SLIDINGCOUNTER "$K" 10000000 1m
-count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
-count "Lua GCRA (redis_rate)" bench/lua/gcra.lua -- "$K" 10000000 1 60
-count "Lua token bucket" bench/lua/token_bucket.lua -- "$K" 10000000 1 60000
-count "Lua fixed window" bench/lua/fixed_window.lua -- "$K" 10000000 60000
-count "Lua sorted-set log" bench/lua/sorted_set_log.lua -- "$K" 10000000 1000
+if [ "$REPLICA" != only ]; then
+  echo
+  echo "Without a replica:"
+  echo
+  echo "$header"
+  echo "|---|--:|--:|"
+  with_replica=0
+  table
+fi
+if [ "$REPLICA" != 0 ]; then
+  echo
+  echo "With a replica attached to the counted master:"
+  echo
+  echo "$header"
+  echo "|---|--:|--:|"
+  with_replica=1
+  table
+fi

@@ -218,4 +218,14 @@ pub const OTHERS: &[CommandDoc] = &[
         shared_options: false,
         acl: c"write dangerous",
     },
+    CommandDoc {
+        name: c"rl._set",
+        arity: 3,
+        summary: c"Internal: store a limiter's encoded state, expiring when the state says (how a granted call replicates)",
+        complexity: c"O(N) where N is the size of the payload",
+        keys: Keys::Overwrite,
+        args: &[KEY, arg(c"payload", ArgType::String)],
+        shared_options: false,
+        acl: c"write dangerous",
+    },
 ];

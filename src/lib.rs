@@ -30,6 +30,9 @@ type ModuleAlloc = std::alloc::System;
 /// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
 /// runs the hook it replaces.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    if register_limiters(ctx) == Status::Err {
+        return Status::Err;
+    }
     let fail = |e: String| {
         ffi::log::warning(&format!("ratelimit: {e}"));
         Status::Err
@@ -67,6 +70,35 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
+/// Register the limiter commands (one per registered algorithm, and CL.THROTTLE) with their own
+/// handler (`ffi::command`): they are the hot path, and skip the crate's argument Vec.
+macro_rules! limiter_commands {
+    ([$ctx:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {{
+        let flags = c"write deny-oom fast";
+        let mut status = Status::Ok;
+        $(
+            if status == Status::Ok {
+                status = ffi::command::create::<commands::Limiter<$command>>(
+                    $ctx,
+                    <$command as commands::LimiterCommand>::EVENT,
+                    flags,
+                    1, 1, 1,
+                );
+            }
+        )*
+        if status == Status::Ok {
+            status = ffi::command::create::<commands::Limiter<commands::throttle::ThrottleCommand>>(
+                $ctx, c"cl.throttle", flags, 1, 1, 1,
+            );
+        }
+        status
+    }};
+}
+
+fn register_limiters(ctx: &Context) -> Status {
+    registry::algorithms!(limiter_commands, ctx)
+}
+
 /// The module, with one command per registered algorithm (`crate::registry`) and the others.
 macro_rules! module {
     ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
@@ -77,14 +109,8 @@ macro_rules! module {
             data_types: [RL_TYPE],
             init: init,
             commands: [
-                $([
-                    <$command as commands::LimiterCommand>::NAME,
-                    commands::entry(commands::run::<$command>),
-                    "write deny-oom fast", 1, 1, 1, ""
-                ],)*
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
                 ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
-                ["cl.throttle", commands::entry(commands::throttle::run), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
@@ -92,6 +118,7 @@ macro_rules! module {
                 ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
                 ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl._set", commands::entry(commands::restore::run_set), "write deny-oom", 1, 1, 1, ""],
             ],
             configurations: [
                 i64: [

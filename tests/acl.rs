@@ -90,7 +90,8 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
 #[test]
 fn the_list_above_names_every_module_command() {
     // So a new command cannot be left out of these tests: the server's list of the module's
-    // commands is the list above plus the internal restore command (checked on its own below).
+    // commands is the list above plus the internal restore and set commands (checked on their own
+    // below).
     let s = Server::start();
     let mut c = s.conn();
     let listed = c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]);
@@ -105,7 +106,7 @@ fn the_list_above_names_every_module_command() {
     let mut want: Vec<String> = commands(base_ms())
         .into_iter()
         .map(|(call, _)| call[0].to_lowercase())
-        .chain(std::iter::once("rl._restore".to_string()))
+        .chain(["rl._restore".to_string(), "rl._set".to_string()])
         .collect();
     want.sort();
     want.dedup();
@@ -193,10 +194,12 @@ fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
         let allowed = caps.categories && cats.contains(&"read");
         assert_eq!(!is_noperm(&r), allowed, "reader: {call:?}: {r:?}");
     }
-    // The internal restore command is in @write and @dangerous, not @fast.
-    let r = writer.cmd(&["RL._RESTORE", "x", "not-a-payload"]);
-    assert_eq!(is_noperm(&r), !caps.categories, "{r:?}");
-    assert!(r.is_error(), "a bad payload is refused: {r:?}");
+    // The internal restore and set commands are in @write and @dangerous, not @fast.
+    for cmd in ["RL._RESTORE", "RL._SET"] {
+        let r = writer.cmd(&[cmd, "x", "not-a-payload"]);
+        assert_eq!(is_noperm(&r), !caps.categories, "{cmd}: {r:?}");
+        assert!(r.is_error(), "{cmd}: a bad payload is refused: {r:?}");
+    }
 }
 
 #[test]

@@ -193,3 +193,145 @@ fn restore_command_rejects_bad_payloads_without_touching_the_key() {
     c.ok(&["SET", "str", "x"]);
     assert_eq!(c.int(&["EXISTS", "nothing"]), 0);
 }
+
+/// The newest file of `appendonlydir` ending in `suffix`.
+fn aof_file(dir: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files.pop().expect("an AOF file")
+}
+
+#[test]
+fn small_limiters_propagate_their_new_state_in_a_few_bytes() {
+    // A granted call of a limiter whose value encodes in a few bytes propagates that value
+    // (`RL._SET key payload`, expiring as the value says), not the command; the AOF replays
+    // into exactly the same values and expiries, and costs O(1) bytes per call.
+    let s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let t = base_ms();
+    let aof = aof_file(&s.dir, ".incr.aof");
+    let size = || std::fs::metadata(&aof).unwrap().len();
+    let calls: [&[&str]; 6] = [
+        &["RL.GCRA", "10000000", "1", "1m"],
+        &["RL.TOKENBUCKET", "10000000", "1", "1m"],
+        &["RL.LEAKYBUCKET", "10000000", "1", "1m"],
+        &["RL.FIXED", "10000000", "1m"],
+        &["RL.SLIDINGCOUNTER", "10000000", "1m"],
+        &["CL.THROTTLE", "9999999", "1", "60"],
+    ];
+    let mut keys = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        let key = format!("small:{i}");
+        let before = size();
+        let n = 50u64;
+        for step in 0..n {
+            let mut argv: Vec<String> = vec![call[0].to_string(), key.clone()];
+            argv.extend(call[1..].iter().map(|a| a.to_string()));
+            argv.extend(["AT".to_string(), format!("{}.{:03}", t + step * 7, step)]);
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            c.ints(&argv);
+        }
+        let per_call = (size() - before) as f64 / n as f64;
+        eprintln!("{}: {per_call:.1} AOF bytes per granted call", call[0]);
+        assert!(
+            per_call < 100.0,
+            "{}: {per_call} AOF bytes per call",
+            call[0]
+        );
+        keys.push(key);
+    }
+    let text = String::from_utf8_lossy(&std::fs::read(&aof).unwrap()).into_owned();
+    assert_eq!(text.matches("rl._set").count(), 50 * calls.len());
+    let before = snapshot(&mut c, &keys);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(snapshot(&mut c, &keys), before);
+    // A call with DEDUP ids keeps them in the value: it propagates as its command with AT.
+    c.ints(&args![
+        "RL.GCRA",
+        "small:0",
+        10000000,
+        1,
+        "1m",
+        "DEDUP",
+        "a",
+        "AT",
+        t + 999
+    ]);
+    let text = String::from_utf8_lossy(&std::fs::read(&aof).unwrap()).into_owned();
+    assert!(text.contains("rl.gcra"));
+    assert!(text.contains(&format!("{}.000", t + 999)));
+    let before = snapshot(&mut c, &keys);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(snapshot(&mut c, &keys), before);
+}
+
+#[test]
+fn set_command_rejects_bad_calls_without_touching_the_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let k = keys[0].as_str();
+    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", k]);
+    for bad in [
+        &b""[..],
+        b"\x01",
+        b"\x01\x01",
+        b"\x09\x01\x00",
+        &[0xff; 300],
+    ] {
+        assert_eq!(
+            c.err(&args!["RL._SET", k, bad.to_vec()]),
+            "ERR invalid rate limiter payload"
+        );
+    }
+    for argv in [&["RL._SET", k][..], &["RL._SET", k, "x", "y"]] {
+        let e = c.err(argv);
+        assert!(e.starts_with("ERR wrong number of arguments"), "{e}");
+    }
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), before);
+    // A string key is not ours to overwrite.
+    c.ok(&["SET", "str", "x"]);
+    // A real payload: the one RL._SET of another server's AOF, after one granted call.
+    let fresh = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut f = fresh.conn();
+    let t = base_ms();
+    f.ints(&args!["RL.GCRA", "g", 10, 1, "1m", "AT", t]);
+    let aof = std::fs::read(aof_file(&fresh.dir, ".incr.aof")).unwrap();
+    // `$7\r\nrl._set\r\n$<n>\r\n<key>\r\n$<n>\r\n<payload>\r\n`
+    let mut rest = &aof[aof
+        .windows(9)
+        .position(|w| w == b"rl._set\r\n")
+        .expect("RL._SET")
+        + 9..];
+    let mut bulk = || {
+        let nl = rest.iter().position(|&b| b == b'\n').unwrap();
+        let len: usize = std::str::from_utf8(&rest[1..nl - 1])
+            .unwrap()
+            .parse()
+            .unwrap();
+        let value = rest[nl + 1..nl + 1 + len].to_vec();
+        rest = &rest[nl + 1 + len + 2..];
+        value
+    };
+    assert_eq!(bulk(), b"g");
+    let payload = bulk();
+    assert!(
+        c.err(&args!["RL._SET", "str", payload.clone()])
+            .starts_with("WRONGTYPE"),
+    );
+    assert_eq!(c.cmd(&["GET", "str"]), Reply::Bulk(b"x".to_vec()));
+    // And the payload sets a limiter with the expiry it implies: the master's.
+    c.ok(&args!["RL._SET", "copy", payload]);
+    assert_eq!(
+        c.int(&["PEXPIRETIME", "copy"]),
+        f.int(&["PEXPIRETIME", "g"])
+    );
+    assert_eq!(
+        c.cmd(&["DEBUG", "DIGEST-VALUE", "copy"]),
+        f.cmd(&["DEBUG", "DIGEST-VALUE", "g"])
+    );
+}

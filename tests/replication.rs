@@ -1,6 +1,6 @@
 //! A replica ends with exactly the master's state even though the master's clock moved: granted
-//! calls propagate as deterministic commands (with the resolved `AT`), never verbatim; denied,
-//! PEEK and COST 0 calls propagate nothing.
+//! calls propagate deterministically (a small limiter's new value as `RL._SET`, else the command
+//! with the resolved `AT`), never verbatim; denied, PEEK and COST 0 calls propagate nothing.
 
 mod common;
 use common::*;

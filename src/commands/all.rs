@@ -15,6 +15,7 @@ use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -117,15 +118,25 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 
-    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, n)).collect();
-    let mut slots = Vec::with_capacity(keys.len());
+    let mut keys: Vec<LimiterKey> = names
+        .iter()
+        .map(|n| LimiterKey::open(ctx, Arg::from(*n)))
+        .collect();
+    let mut held = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
-        slots.push(match key.holding() {
-            Holding::Empty => Slot::New(None),
-            Holding::Limiter(state) => Slot::Existing(state),
+        held.push(match key.holding() {
+            Holding::Empty => None,
+            Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
             Holding::Other => return Err(RlError::WrongType.into()),
         });
     }
+    let mut slots: Vec<Slot<'_>> = held
+        .iter_mut()
+        .map(|h| match h {
+            Some(state) => Slot::Existing(state),
+            None => Slot::New(None),
+        })
+        .collect();
     let outcome =
         apply_all(&mut slots, &parsed.specs, &req, config::dedup_max()).map_err(|e| match e {
             MultiError::WrongKind {
@@ -146,6 +157,14 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             Slot::Existing(_) => None,
         })
         .collect();
+    // Keep the values written (a changed inline value is encoded again when dropped); the
+    // others did not change.
+    for (state, write) in held.into_iter().zip(&outcome.writes) {
+        match (state, write) {
+            (Some(state), None) => state.discard(),
+            (state, _) => drop(state),
+        }
+    }
     let mut wrote = false;
     for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
         let Some(expires_at) = write else { continue };
@@ -160,7 +179,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
         for (name, write) in names.iter().zip(&outcome.writes) {
             if write.is_some() {
-                notify(ctx, c"rl.all", name);
+                notify(ctx, c"rl.all", Arg::from(*name));
             }
         }
     }

@@ -132,12 +132,15 @@ fn parse_duration(token: &[u8], what: &'static str, min: u64) -> Result<Micros, 
     let invalid = || RlError::InvalidDuration(quote(token), what);
     let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
     let (number, unit) = token.split_at(digits);
-    let ms_per_unit: u64 = match unit.to_ascii_lowercase().as_slice() {
-        b"" | b"ms" => 1,
-        b"s" => 1_000,
-        b"m" => 60_000,
-        b"h" => 3_600_000,
-        b"d" => 86_400_000,
+    // Units are at most two letters: compare them lower-cased on the stack.
+    let lower = |i: usize| unit.get(i).map(u8::to_ascii_lowercase);
+    let ms_per_unit: u64 = match (unit.len(), lower(0), lower(1)) {
+        (0, _, _) => 1,
+        (2, Some(b'm'), Some(b's')) => 1,
+        (1, Some(b's'), _) => 1_000,
+        (1, Some(b'm'), _) => 60_000,
+        (1, Some(b'h'), _) => 3_600_000,
+        (1, Some(b'd'), _) => 86_400_000,
         _ => return Err(invalid()),
     };
     let n = parse_u64(number)
@@ -219,6 +222,9 @@ pub fn format_at(us: Micros) -> String {
     String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
+/// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
+const OPTION_MAX: usize = 16;
+
 /// The shared options, as typed (upper case).
 pub const SHARED: &[&[u8]] = &[b"COST", b"PEEK", b"BESTEFFORT", b"DEDUP", b"BLOCK", b"AT"];
 
@@ -277,11 +283,21 @@ impl Options {
         let mut seen_cost = false;
         while let Some(token) = args.next() {
             let index = args.index().saturating_sub(1);
-            let upper = token.to_ascii_uppercase();
-            if SHARED.contains(&upper.as_slice()) && !allowed.contains(&upper.as_slice()) {
+            // Options are short: upper-case the token on the stack (a longer one is no option,
+            // and is passed on as it is).
+            let mut buf = [0u8; OPTION_MAX];
+            let upper: &[u8] = match buf.get_mut(..token.len()) {
+                Some(b) => {
+                    b.copy_from_slice(token);
+                    b.make_ascii_uppercase();
+                    b
+                }
+                None => token,
+            };
+            if SHARED.contains(&upper) && !allowed.contains(&upper) {
                 return Err(RlError::UnknownOption(quote(token)));
             }
-            match upper.as_slice() {
+            match upper {
                 b"COST" => {
                     once(&mut seen_cost, "COST")?;
                     o.cost = non_negative(args.value_of("COST")?, "COST")?;
@@ -312,7 +328,7 @@ impl Options {
                     o.at_index = Some(index);
                 }
                 _ => {
-                    if !extra(&upper, args)? {
+                    if !extra(upper, args)? {
                         return Err(RlError::UnknownOption(quote(token)));
                     }
                 }

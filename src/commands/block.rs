@@ -50,17 +50,14 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.opts.at)?;
     let mut key = open_limiter(ctx, name, "RL.BLOCK")?;
-    let (expires_at, until, at) = match key.limiter()? {
-        Some(state) => {
-            let (expires_at, until) = flow::block(state, now, req.d);
-            (expires_at, until, state.last_update)
-        }
-        None => {
-            let state = flow::new_block(now, req.d);
-            let until = state.extras.block_until();
-            key.set(state)?;
-            (until, until, now)
-        }
+    let (expires_at, until, at) = if let Some(mut state) = key.limiter()? {
+        let (expires_at, until) = flow::block(&mut state, now, req.d);
+        (expires_at, until, state.last_update)
+    } else {
+        let state = flow::new_block(now, req.d);
+        let until = state.extras.block_until();
+        key.set(state)?;
+        (until, until, now)
     };
     key.set_expire_at(expiry_ms(expires_at));
     drop(key);
@@ -83,7 +80,7 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let name = args.get(1).ok_or(RlError::Arity)?;
     let mut key = open_limiter(ctx, name, "RL.UNBLOCK")?;
-    let Some(state) = key.limiter()? else {
+    let Some(mut state) = key.limiter()? else {
         stats::UNBLOCK.record(false);
         return Ok(RedisValue::Integer(0));
     };
@@ -93,12 +90,14 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .extras
         .blocked_at(state.last_update.max(server_now()))
         .is_some();
-    let (had, only_block) = flow::unblock(state);
+    let (had, only_block) = flow::unblock(&mut state);
     if !had {
         stats::UNBLOCK.record(false);
         return Ok(RedisValue::Integer(0));
     }
     let expires_at = state.expires_at();
+    // Kept (a changed inline value is encoded again) before the key is touched.
+    drop(state);
     if only_block {
         key.delete();
     } else {

@@ -62,9 +62,13 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let now = evaluation_time(ctx, req.opts.at)?;
     let mut key = LimiterKey::open_read(ctx, name);
     let is_stream = key.is_stream();
+    let value;
     let state = match key.holding() {
         Holding::Empty => None,
-        Holding::Limiter(state) => Some(&*state),
+        Holding::Limiter(packed) => {
+            value = packed.state().ok_or(RlError::Payload)?;
+            Some(&value)
+        }
         Holding::Other if is_stream => return Err(RlError::StreamKey("RL.CHECK").into()),
         Holding::Other => return Err(RlError::WrongType.into()),
     };

@@ -17,6 +17,7 @@ use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
 use crate::stats;
@@ -161,17 +162,20 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let parsed = Release::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, parsed.at)?;
-    let mut key = LimiterKey::open(ctx, key_name);
-    let state = match key.holding() {
+    let mut key = LimiterKey::open(ctx, Arg::from(key_name));
+    let mut state = match key.holding() {
         Holding::Empty => {
             stats::RELEASE.record(false);
             return Ok(RedisValue::Integer(0));
         }
         Holding::Other => return Err(RlError::WrongType.into()),
-        Holding::Limiter(state) => state,
+        Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload)?,
     };
     let last_update = state.last_update;
-    let units = match release_lease(state, parsed.id, now).map_err(RlError::from)? {
+    let released = release_lease(&mut state, parsed.id, now);
+    // Kept (a changed inline value is encoded again) before the key is touched.
+    drop(state);
+    let units = match released.map_err(RlError::from)? {
         Released::Nothing => 0,
         Released::Emptied { units } => {
             key.delete();
@@ -186,7 +190,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         drop(key);
         let now = now.max(last_update);
         replicate_with_at(ctx, c"rl.release", &args, parsed.at_index, now);
-        notify(ctx, c"rl.release", key_name);
+        notify(ctx, c"rl.release", Arg::from(key_name));
     }
     stats::RELEASE.record(units > 0);
     Ok(RedisValue::Integer(

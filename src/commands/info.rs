@@ -6,6 +6,7 @@ use crate::commands::decision_fields;
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::reply::{self, Resp2};
 
@@ -24,12 +25,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RlError::Arity.into());
     }
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = LimiterKey::open_read(ctx, name);
+    let mut key = LimiterKey::open_read(ctx, Arg::from(name));
     let ttl_ms = key.ttl_ms();
     let state = match key.holding() {
         Holding::Empty => return Ok(RedisValue::Null),
         Holding::Other => return Err(RlError::WrongType.into()),
-        Holding::Limiter(state) => state,
+        Holding::Limiter(value) => value.state().ok_or(RlError::Payload)?,
     };
     let now = server_now().max(state.last_update);
     let decision = state.peek(now).map_err(RlError::from)?;

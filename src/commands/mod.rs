@@ -41,24 +41,29 @@ pub mod stream_count;
 pub mod throttle;
 pub mod token_bucket;
 
+use std::cell::RefCell;
 use std::ffi::CStr;
+use std::marker::PhantomData;
 
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
+use crate::commands::restore::SET_COMMAND;
 use crate::config;
 use crate::core::Micros;
 use crate::core::flow::{self, Write};
 use crate::core::limiter::{Algorithm, Decision, Verdict};
+use crate::core::packed::Encodable;
 use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
-use crate::ffi::key::LimiterKey;
+use crate::ffi::command::{Arg, Argv, Handler, with_argv};
+use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
-use crate::ffi::reply::{self, Resp2};
+use crate::ffi::reply;
 use crate::stats::{self, CommandStats};
 
 /// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
@@ -129,23 +134,71 @@ pub trait LimiterCommand {
         Self::parse(args)
     }
 
-    /// Propagate a granted call to replicas and the AOF as a deterministic command: this one,
-    /// with its arguments and the evaluation time as `AT`, never the call verbatim (its result
-    /// depends on the master's clock). O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, args: &[RedisString], opts: &Options, now: Micros) {
-        replicate_with_at(ctx, Self::EVENT, args, opts.at_index, now);
+    /// Propagate a granted call to replicas and the AOF deterministically, never verbatim (its
+    /// result depends on the master's clock): the key's new value itself when its encoding is
+    /// short (`RL._SET key payload`: the replica stops recomputing, and the bytes are fewer than
+    /// the command's), else this command with its arguments and the evaluation time as `AT`.
+    /// O(1) bytes whatever the state's size.
+    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
+        let Some(key) = argv.get(1) else { return };
+        if !replicate_state(ctx, key, state) {
+            replicate_argv_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
+        }
     }
 
-    /// The reply to send for `decision` (`verdict` has the exact, unrounded values).
-    fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) -> RedisValue {
-        limiter_reply(ctx, decision)
+    /// Reply with `decision` (`verdict` has the exact, unrounded values).
+    fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
+        reply_decision(ctx, decision);
     }
 }
 
-/// Propagate command `name` with `args` (minus `args[0]` and any `AT t` pair at `at_index`) and
+/// Longest encoded value replicated as itself (`RL._SET`); a longer one (a sliding log with many
+/// entries, `DEDUP` ids) replicates as its command.
+pub const STATE_REPLICATION_MAX: usize = 48;
+
+thread_local! {
+    /// The encoding buffer of [`replicate_state`], reused by every call (commands run on the
+    /// main thread).
+    static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
+/// bytes; `false` (nothing propagated) otherwise.
+pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
+    PAYLOAD.with_borrow_mut(|buf| {
+        buf.clear();
+        state.encode_into(buf);
+        if buf.len() > STATE_REPLICATION_MAX {
+            return false;
+        }
+        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, buf);
+        true
+    })
+}
+
+/// Propagate command `name` with `argv` (minus `argv[0]` and any `AT t` pair at `at_index`) and
 /// `AT <now>`: the deterministic form of a call whose result depended on the clock.
 ///
 /// The call's own argument strings are passed on as they are; only `AT` and the time are new.
+pub fn replicate_argv_with_at(
+    ctx: &Context,
+    name: &CStr,
+    argv: Argv<'_>,
+    at_index: Option<usize>,
+    now: Micros,
+) {
+    let mut buf = [0u8; AT_BUF];
+    let at = format_at_into(now, &mut buf);
+    let kept = argv
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(i, _)| !at_index.is_some_and(|s| *i == s || *i == s.saturating_add(1)))
+        .map(|(_, a)| a);
+    ffi::replicate::replicate_with(ctx, name, kept, c"AT", at);
+}
+
+/// [`replicate_argv_with_at`] for a command run through the crate's wrapper.
 pub fn replicate_with_at(
     ctx: &Context,
     name: &CStr,
@@ -153,19 +206,9 @@ pub fn replicate_with_at(
     at_index: Option<usize>,
     now: Micros,
 ) {
-    let mut buf = [0u8; AT_BUF];
-    let at_kw = RedisString::create_from_slice(ctx.ctx, b"AT");
-    let at = RedisString::create_from_slice(ctx.ctx, format_at_into(now, &mut buf));
-    let mut out: Vec<&RedisString> = Vec::with_capacity(args.len().saturating_add(2));
-    for (i, arg) in args.iter().enumerate().skip(1) {
-        let is_at = at_index.is_some_and(|s| i == s || i == s.saturating_add(1));
-        if !is_at {
-            out.push(arg);
-        }
-    }
-    out.push(&at_kw);
-    out.push(&at);
-    ffi::replicate::replicate(ctx, name, &out);
+    with_argv(args, |argv| {
+        replicate_argv_with_at(ctx, name, argv, at_index, now)
+    });
 }
 
 /// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
@@ -203,53 +246,133 @@ pub fn open_limiter(
     Ok(key)
 }
 
-/// The limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
+/// The limiter reply's field names, in order.
+pub const DECISION_NAMES: [&str; 5] = [
+    "granted",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+];
+
+/// The limiter reply's values, in the order of [`DECISION_NAMES`].
+pub fn decision_values(d: &Decision) -> [i64; 5] {
+    [
+        d.granted,
+        d.limit,
+        d.remaining,
+        d.retry_after_ms,
+        d.reset_after_ms,
+    ]
+}
+
+/// Send the limiter reply of SPEC.md: five integers (RESP2) or the same as a map (RESP3).
+pub fn reply_decision(ctx: &Context, d: &Decision) {
+    reply::integers(ctx, Some(&DECISION_NAMES), decision_values(d));
+}
+
+/// The limiter reply, for a command run through the crate's wrapper: sent, then `NoReply`.
 pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
-    reply::fields(ctx, Resp2::Values, decision_fields(d).into_iter())
+    reply_decision(ctx, d);
+    RedisValue::NoReply
 }
 
 /// The limiter reply's names and values, in order.
 pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
+    let [g, l, r, retry, reset] = decision_values(d);
+    let [ng, nl, nr, nretry, nreset] = DECISION_NAMES;
     [
-        ("granted", RedisValue::Integer(d.granted)),
-        ("limit", RedisValue::Integer(d.limit)),
-        ("remaining", RedisValue::Integer(d.remaining)),
-        ("retry_after_ms", RedisValue::Integer(d.retry_after_ms)),
-        ("reset_after_ms", RedisValue::Integer(d.reset_after_ms)),
+        (ng, RedisValue::Integer(g)),
+        (nl, RedisValue::Integer(l)),
+        (nr, RedisValue::Integer(r)),
+        (nretry, RedisValue::Integer(retry)),
+        (nreset, RedisValue::Integer(reset)),
     ]
 }
 
-/// The shared flow of every limiter command.
+/// Arguments read on the stack; a longer call uses the heap.
+const INLINE_ARGS: usize = 16;
+
+/// Run `f` on the bytes of every argument, without allocating for a call of up to
+/// [`INLINE_ARGS`] arguments.
+pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
+    if argv.len() <= INLINE_ARGS {
+        for (slot, a) in inline.iter_mut().zip(argv.iter()) {
+            *slot = a.bytes();
+        }
+        f(inline.get(..argv.len()).unwrap_or_default())
+    } else {
+        let heap: Vec<&[u8]> = argv.iter().map(Arg::bytes).collect();
+        f(&heap)
+    }
+}
+
+/// The handler Redis calls for limiter command `C` (registered in `lib.rs`).
+pub struct Limiter<C>(PhantomData<C>);
+
+impl<C: LimiterCommand> Handler for Limiter<C> {
+    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes))
+    }
+}
+
+/// The shared flow of every limiter command, on the call's arguments and their bytes.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
-pub fn run<C: LimiterCommand>(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let parsed = C::parse(&bytes)?;
-    let key_name = args.get(1).ok_or(RlError::Arity)?;
+pub fn run<C: LimiterCommand>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+) -> Result<(), RlError> {
+    let parsed = C::parse(bytes)?;
+    let key_name = argv.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
     let now = evaluation_time(ctx, parsed.opts.at)?;
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let existing = key.limiter()?;
-    let outcome = flow::apply::<C::Algo>(existing, &parsed.params, &req, config::dedup_max())
-        .map_err(RlError::from)?;
+    let mut existing = key.limiter()?;
+    let outcome = flow::apply::<C::Algo>(
+        existing.as_deref_mut(),
+        &parsed.params,
+        &req,
+        config::dedup_max(),
+    )
+    .map_err(RlError::from)?;
     let wrote = match outcome.write {
-        Write::None => false,
-        Write::Updated => true,
+        Write::None => {
+            // Nothing changed: an inline value is not encoded again.
+            let held = existing;
+            if let Some(state) = held {
+                state.discard();
+            }
+            false
+        }
+        Write::Updated => {
+            let held = existing;
+            if let Some(mut state) = held {
+                C::replicate(ctx, argv, &parsed.opts, now, state.store());
+            }
+            true
+        }
         Write::Created(state) => {
+            drop(existing);
             key.set(state)?;
+            if let Holding::Limiter(value) = key.holding() {
+                C::replicate(ctx, argv, &parsed.opts, now, value.stored());
+            }
             true
         }
     };
     if wrote {
         key.set_expire_at(expiry_ms(outcome.expires_at));
         drop(key);
-        C::replicate(ctx, &args, &parsed.opts, now);
         notify(ctx, C::EVENT, key_name);
     }
     let d = Decision::from(outcome.verdict);
     C::stats().record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
-    Ok(C::reply(ctx, &d, &outcome.verdict))
+    C::reply(ctx, &d, &outcome.verdict);
+    Ok(())
 }

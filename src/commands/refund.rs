@@ -47,12 +47,14 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.opts.at)?;
     let mut key = open_limiter(ctx, name, "RL.REFUND")?;
-    let Some(state) = key.limiter()? else {
+    let Some(mut state) = key.limiter()? else {
         stats::REFUND.record(false);
         return Ok(RedisValue::Null);
     };
-    let Some(out) = flow::refund(state, now, req.units, req.opts.dedup).map_err(RlError::from)?
-    else {
+    let refunded = flow::refund(&mut state, now, req.units, req.opts.dedup);
+    // Kept (a changed inline value is encoded again) before the key is touched.
+    drop(state);
+    let Some(out) = refunded.map_err(RlError::from)? else {
         stats::REFUND.record(false);
         return Ok(RedisValue::Null);
     };

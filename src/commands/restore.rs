@@ -1,4 +1,6 @@
 //! RL._RESTORE key payload [PXAT ms]: recreate a limiter from its encoded state.
+//! RL._SET key payload: the same, with the expiry the state implies (how a granted call of a
+//! small limiter replicates).
 //!
 //! AOF rewrite writes one per key (with `aof-use-rdb-preamble no`; Redis appends the key's
 //! `PEXPIREAT` itself). Like RESTORE, it is open to clients: the payload is validated, and a bad
@@ -8,7 +10,9 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, parse_u64};
 use crate::core::codec;
+use crate::core::time::expiry_ms;
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
 
 /// RL._RESTORE key payload [PXAT ms]
@@ -36,7 +40,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let state = codec::decode(payload).ok_or(RlError::Payload)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = LimiterKey::open(ctx, name);
+    let mut key = LimiterKey::open(ctx, Arg::from(name));
     if let Holding::Other = key.holding() {
         return Err(RlError::WrongType.into());
     }
@@ -44,6 +48,32 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if let Some(ms) = expire_at {
         key.set_expire_at(i64::try_from(ms).unwrap_or(i64::MAX));
     }
+    drop(key);
+    ctx.replicate_verbatim();
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// The command a limiter's new value replicates as.
+pub const SET_COMMAND: &std::ffi::CStr = c"rl._set";
+
+/// RL._SET key payload: store the encoded value, expiring when it says (when the limiter is
+/// fresh again and its `DEDUP` ids are forgotten), as the master's call that wrote it did.
+///
+/// # Errors
+/// Arity, a bad payload, WRONGTYPE for a key of a non-module type.
+pub fn run_set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let [_name, name, payload] = args.as_slice() else {
+        return Err(RlError::Arity.into());
+    };
+    let state = codec::decode(payload.as_slice()).ok_or(RlError::Payload)?;
+    // As the write that made it: never before its last update.
+    let expires_at = expiry_ms(state.expires_at().max(state.last_update));
+    let mut key = LimiterKey::open(ctx, Arg::from(name));
+    if let Holding::Other = key.holding() {
+        return Err(RlError::WrongType.into());
+    }
+    key.set(state)?;
+    key.set_expire_at(expires_at);
     drop(key);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))

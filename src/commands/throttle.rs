@@ -9,7 +9,7 @@
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, Options, at_time, non_negative, positive};
 use crate::commands::gcra::spanned;
@@ -20,6 +20,7 @@ use crate::core::limiter::{Decision, Retry, Verdict};
 use crate::core::time::{US_PER_MS, US_PER_SEC};
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg};
 use crate::error::RlError;
+use crate::ffi::reply;
 use crate::stats::{self, CommandStats};
 
 /// CL.THROTTLE.
@@ -120,29 +121,25 @@ impl LimiterCommand for ThrottleCommand {
         Ok(Parsed { params, opts })
     }
 
-    fn reply(_ctx: &Context, d: &Decision, v: &Verdict) -> RedisValue {
+    fn reply(ctx: &Context, d: &Decision, v: &Verdict) {
         // No BESTEFFORT here: a call is granted in full or not at all.
         let limited = v.retry != Retry::Granted;
         let retry = match v.retry {
             Retry::After(us) if limited => cell_seconds(us),
             _ => -1,
         };
-        RedisValue::Array(vec![
-            RedisValue::Integer(i64::from(limited)),
-            RedisValue::Integer(d.limit),
-            RedisValue::Integer(d.remaining),
-            RedisValue::Integer(retry),
-            RedisValue::Integer(cell_seconds(v.reset_after)),
-        ])
+        reply::integers(
+            ctx,
+            None,
+            [
+                i64::from(limited),
+                d.limit,
+                d.remaining,
+                retry,
+                cell_seconds(v.reset_after),
+            ],
+        );
     }
-}
-
-/// CL.THROTTLE key max_burst count_per_period period_seconds [quantity]
-///
-/// # Errors
-/// As [`crate::commands::run`].
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    crate::commands::run::<ThrottleCommand>(ctx, args)
 }
 
 #[cfg(test)]

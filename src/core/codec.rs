@@ -30,29 +30,34 @@ pub const CODEC_VERSION_1: u8 = 1;
 
 /// Encode a whole limiter value.
 pub fn encode(state: &LimiterState) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    encode_into(state, &mut out);
+    out
+}
+
+/// Append the encoding of a whole limiter value to `out`.
+pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
     let v2 = state.algo.is_none()
         || state.extras.block_until() != 0
         || state.extras.iter().any(|e| e.settled);
-    let mut out = Vec::with_capacity(48);
     out.push(if v2 { CODEC_VERSION } else { CODEC_VERSION_1 });
     out.push(state.kind().map_or(0, |k| k as u8));
-    put_u64(&mut out, state.last_update);
-    state.encode_algo(&mut out);
+    put_u64(out, state.last_update);
+    state.encode_algo(out);
     if v2 {
-        put_u64(&mut out, state.extras.block_until());
+        put_u64(out, state.extras.block_until());
     }
-    put_u64(&mut out, state.extras.len() as u64);
+    put_u64(out, state.extras.len() as u64);
     for e in state.extras.iter() {
         out.extend_from_slice(&e.id.0.to_le_bytes());
         if v2 {
             let granted = e.granted.min(MAX_PARAM);
-            put_u64(&mut out, (granted << 1) | u64::from(e.settled));
+            put_u64(out, (granted << 1) | u64::from(e.settled));
         } else {
-            put_u64(&mut out, e.granted);
+            put_u64(out, e.granted);
         }
-        put_u64(&mut out, e.until);
+        put_u64(out, e.until);
     }
-    out
 }
 
 /// Smallest encoding of one dedup entry: 16 bytes of hash and two one-byte varints.
@@ -113,7 +118,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::CoreError;
     use crate::core::concurrency::{Concurrency, ConcurrencyParams};
@@ -193,7 +198,7 @@ mod tests {
         );
     }
 
-    fn arb_state() -> impl Strategy<Value = LimiterState> {
+    pub(crate) fn arb_state() -> impl Strategy<Value = LimiterState> {
         let params = (
             1u64..=i64::MAX as u64,
             1u64..=i64::MAX as u64,

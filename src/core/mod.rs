@@ -46,6 +46,7 @@ pub mod kind;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod multi;
+pub mod packed;
 pub mod param;
 pub mod sliding_counter;
 pub mod sliding_log;
@@ -60,6 +61,7 @@ pub mod varint;
 pub use error::CoreError;
 pub use kind::Kind;
 pub use limiter::{Algorithm, Decision, Refund, Request, Retry, Verdict};
+pub use packed::Packed;
 pub use param::{
     MUST_BE_POSITIVE, MUST_BE_POSITIVE_DURATION, MUST_FIT_COUNT, MUST_FIT_DURATION, check_count,
     check_duration,

@@ -183,6 +183,14 @@ impl LimiterState {
             .max(self.extras.block_until())
     }
 
+    /// Whether the algorithm's state holds heap memory (a sliding log's entries).
+    pub fn has_heap(&self) -> bool {
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.heap_size()) > 0,
+            None => false,
+        }
+    }
+
     /// Bytes used, the value itself and its heap, for `MEMORY USAGE`.
     pub fn mem_size(&self) -> usize {
         let heap = match &self.algo {

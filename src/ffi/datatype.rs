@@ -1,4 +1,4 @@
-//! The `ratelimit` module data type: one `LimiterState` per key, boxed.
+//! The `ratelimit` module data type: one [`Packed`] value per key (32 bytes, boxed).
 //!
 //! RDB, AOF rewrite and digest all use the one codec in `core::codec`.
 
@@ -7,7 +7,7 @@ use std::os::raw::{c_char, c_int, c_void};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 
-use crate::core::{LimiterState, codec};
+use crate::core::{LimiterState, Packed, codec};
 
 /// The type's name as `TYPE key` shows it (Redis requires exactly 9 characters).
 pub const TYPE_NAME: &str = "ratelimit";
@@ -51,9 +51,14 @@ pub fn raw_type() -> *mut raw::RedisModuleType {
     *RL_TYPE.raw_type.borrow()
 }
 
-/// Box a state into a value pointer owned by Redis (freed by [`free`]).
+/// Box a state, packed, into a value pointer owned by Redis (freed by [`free`]).
 pub fn into_raw(state: LimiterState) -> *mut c_void {
-    Box::into_raw(Box::new(state)).cast::<c_void>()
+    into_raw_packed(Packed::pack(state))
+}
+
+/// Box a packed value into a value pointer owned by Redis (freed by [`free`]).
+pub fn into_raw_packed(value: Packed) -> *mut c_void {
+    Box::into_raw(Box::new(value)).cast::<c_void>()
 }
 
 /// Borrow a value pointer as a state.
@@ -61,9 +66,14 @@ pub fn into_raw(state: LimiterState) -> *mut c_void {
 /// # Safety
 /// 1. `value` was produced by [`into_raw`] and not freed yet.
 /// 2. No other reference to it lives for `'a`.
-pub unsafe fn from_raw<'a>(value: *mut c_void) -> &'a mut LimiterState {
+pub unsafe fn from_raw<'a>(value: *mut c_void) -> &'a mut Packed {
     // SAFETY: guaranteed by the caller (invariants 1 and 2).
-    unsafe { &mut *value.cast::<LimiterState>() }
+    unsafe { &mut *value.cast::<Packed>() }
+}
+
+/// The encoding of a value (empty if it does not decode, which a packed value always does).
+fn encode(value: &Packed) -> Vec<u8> {
+    value.read(codec::encode).unwrap_or_default()
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -82,7 +92,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     // SAFETY: Redis passes a live value of this type, not borrowed elsewhere during the save.
     let state = unsafe { from_raw(value) };
-    raw::save_slice(rdb, &codec::encode(state));
+    raw::save_slice(rdb, &encode(state));
 }
 
 unsafe extern "C" fn aof_rewrite(
@@ -92,7 +102,7 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     // SAFETY: Redis passes a live value of this type.
     let state = unsafe { from_raw(value) };
-    let blob = codec::encode(state);
+    let blob = encode(state);
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
         return;
@@ -113,14 +123,14 @@ unsafe extern "C" fn aof_rewrite(
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: Redis passes a live value of this type; read only.
-    let state = unsafe { &*value.cast::<LimiterState>() };
+    let state = unsafe { &*value.cast::<Packed>() };
     state.mem_size()
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     // SAFETY: Redis passes a live value of this type.
     let state = unsafe { from_raw(value) };
-    let blob = codec::encode(state);
+    let blob = encode(state);
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let add = unsafe { raw::RedisModule_DigestAddStringBuffer };
     // SAFETY: as above.
@@ -136,7 +146,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
         // SAFETY: the value was created by `into_raw` and Redis frees it exactly once.
-        drop(unsafe { Box::from_raw(value.cast::<LimiterState>()) });
+        drop(unsafe { Box::from_raw(value.cast::<Packed>()) });
     }
 }
 
@@ -146,6 +156,6 @@ unsafe extern "C" fn copy(
     value: *const c_void,
 ) -> *mut c_void {
     // SAFETY: Redis passes a live value of this type; read only.
-    let state = unsafe { &*value.cast::<LimiterState>() };
-    into_raw(state.clone())
+    let state = unsafe { &*value.cast::<Packed>() };
+    into_raw_packed(state.clone())
 }

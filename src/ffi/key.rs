@@ -3,10 +3,12 @@
 
 use std::os::raw::c_int;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
 
-use crate::core::LimiterState;
+use crate::core::packed::StateMut;
+use crate::core::{LimiterState, Packed};
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::datatype::{into_raw, raw_type};
 
 /// What a key holds, as far as the limiter commands care.
@@ -14,7 +16,7 @@ pub enum Holding<'a> {
     /// Nothing.
     Empty,
     /// One of our limiters.
-    Limiter(&'a mut LimiterState),
+    Limiter(&'a mut Packed),
     /// Any other type (Redis's own WRONGTYPE).
     Other,
 }
@@ -26,20 +28,22 @@ pub struct LimiterKey {
 
 impl LimiterKey {
     /// Open `name` for reading and writing.
-    pub fn open(ctx: &Context, name: &RedisString) -> Self {
+    pub fn open<'a>(ctx: &Context, name: impl Into<Arg<'a>>) -> Self {
+        let name: Arg<'a> = name.into();
         LimiterKey {
             key: raw::open_key(
                 ctx.ctx,
-                name.inner,
+                name.raw(),
                 raw::KeyMode::READ | raw::KeyMode::WRITE,
             ),
         }
     }
 
     /// Open `name` read-only (does not touch the key's LRU as a write would).
-    pub fn open_read(ctx: &Context, name: &RedisString) -> Self {
+    pub fn open_read<'a>(ctx: &Context, name: impl Into<Arg<'a>>) -> Self {
+        let name: Arg<'a> = name.into();
         LimiterKey {
-            key: raw::open_key(ctx.ctx, name.inner, raw::KeyMode::READ),
+            key: raw::open_key(ctx.ctx, name.raw(), raw::KeyMode::READ),
         }
     }
 
@@ -87,10 +91,10 @@ impl LimiterKey {
     ///
     /// # Errors
     /// [`RlError::WrongType`] for any other type.
-    pub fn limiter(&mut self) -> Result<Option<&mut LimiterState>, RlError> {
+    pub fn limiter(&mut self) -> Result<Option<StateMut<'_>>, RlError> {
         match self.holding() {
             Holding::Empty => Ok(None),
-            Holding::Limiter(state) => Ok(Some(state)),
+            Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload).map(Some),
             Holding::Other => Err(RlError::WrongType),
         }
     }
@@ -112,7 +116,7 @@ impl LimiterKey {
             Ok(())
         } else {
             // SAFETY: Redis did not take the value; reclaim it.
-            drop(unsafe { Box::from_raw(value.cast::<LimiterState>()) });
+            drop(unsafe { Box::from_raw(value.cast::<Packed>()) });
             Err(RlError::WrongType)
         }
     }

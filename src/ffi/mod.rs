@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod cmdinfo;
+pub mod command;
 pub mod datatype;
 pub mod events;
 pub mod key;

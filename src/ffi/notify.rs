@@ -2,7 +2,9 @@
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
+
+use crate::ffi::command::Arg;
 
 /// The class of a keyspace event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,12 +19,13 @@ pub enum Class {
 
 /// Fire the module-class keyspace event `event` for `key` (class `d` in
 /// `notify-keyspace-events`); Redis drops it at once when that class is off.
-pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+pub fn notify<'a>(ctx: &Context, event: &CStr, key: impl Into<Arg<'a>>) {
     notify_as(ctx, Class::Module, event, key);
 }
 
 /// Fire the keyspace event `event` of `class` for `key`, as the command of that name would.
-pub fn notify_as(ctx: &Context, class: Class, event: &CStr, key: &RedisString) {
+pub fn notify_as<'a>(ctx: &Context, class: Class, event: &CStr, key: impl Into<Arg<'a>>) {
+    let key: Arg<'a> = key.into();
     let class = match class {
         Class::Module => raw::NotifyEvent::MODULE,
         Class::Stream => raw::NotifyEvent::STREAM,
@@ -32,6 +35,6 @@ pub fn notify_as(ctx: &Context, class: Class, event: &CStr, key: &RedisString) {
     if let Some(f) = unsafe { raw::RedisModule_NotifyKeyspaceEvent } {
         // SAFETY: `ctx` is the command's context, `event` is NUL-terminated and `key` is a live
         // string; Redis copies what it keeps.
-        unsafe { f(ctx.ctx, class.bits(), event.as_ptr(), key.inner) };
+        unsafe { f(ctx.ctx, class.bits(), event.as_ptr(), key.raw()) };
     }
 }

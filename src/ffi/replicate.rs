@@ -1,10 +1,13 @@
 //! Propagation to replicas and the AOF without the crate's per-call allocations (a C string for
-//! the command name, a copy of every argument): the call's own argument strings are passed on.
+//! the command name, a copy of every argument): the call's own argument strings are passed on,
+//! and the few new ones are given as bytes for Redis to make.
 
 use std::ffi::CStr;
 use std::os::raw::c_char;
 
 use redis_module::{Context, RedisString, raw};
+
+use crate::ffi::command::Arg;
 
 /// Arguments passed on the stack; a longer call (RL.ALL with many keys) uses the heap.
 const INLINE_ARGS: usize = 16;
@@ -15,17 +18,7 @@ pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return;
     };
-    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
-    let heap: Vec<*mut raw::RedisModuleString>;
-    let argv: &[*mut raw::RedisModuleString] = if args.len() <= INLINE_ARGS {
-        for (slot, a) in inline.iter_mut().zip(args) {
-            *slot = a.inner;
-        }
-        inline.get(..args.len()).unwrap_or_default()
-    } else {
-        heap = args.iter().map(|a| a.inner).collect();
-        &heap
-    };
+    let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
     // SAFETY: format "v" takes an array of RedisModuleString pointers and its length; every
     // pointer is a live string of this call, and Redis retains what it keeps.
     unsafe {
@@ -49,4 +42,75 @@ pub fn replicate_bytes(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[&[u
     all.push(key);
     all.extend(owned.iter());
     replicate(ctx, cmd, &all);
+}
+
+/// Propagate `cmd args... kw value` (one command, no MULTI around it): the strings `args`, then
+/// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
+pub fn replicate_with<'a>(
+    ctx: &Context,
+    cmd: &CStr,
+    args: impl Iterator<Item = Arg<'a>>,
+    kw: &CStr,
+    value: &[u8],
+) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
+    let mut heap: Vec<*mut raw::RedisModuleString> = Vec::new();
+    let mut n = 0usize;
+    for a in args {
+        match inline.get_mut(n) {
+            Some(slot) => *slot = a.raw(),
+            None => {
+                if heap.is_empty() {
+                    heap.extend_from_slice(&inline);
+                }
+                heap.push(a.raw());
+            }
+        }
+        n = n.saturating_add(1);
+    }
+    let argv: &[*mut raw::RedisModuleString] = if heap.is_empty() {
+        inline.get(..n).unwrap_or_default()
+    } else {
+        &heap
+    };
+    // SAFETY: format "vcb" takes an array of RedisModuleString pointers and its length, a
+    // NUL-terminated C string, and a (pointer, length) buffer; every pointer is a live string of
+    // this call, `kw` and `value` live for the call, and Redis copies or retains what it keeps.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"vcb".as_ptr().cast::<c_char>(),
+            argv.as_ptr(),
+            argv.len(),
+            kw.as_ptr(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
+
+/// Propagate `cmd key value` (one command): the call's key string and the bytes `value`, which
+/// Redis turns into a string itself.
+pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    // SAFETY: format "sb" takes a RedisModuleString and a (pointer, length) buffer; `key` is a
+    // live string of this call and `value` lives for the call; Redis retains or copies both.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"sb".as_ptr().cast::<c_char>(),
+            key.raw(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
 }

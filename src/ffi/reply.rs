@@ -46,6 +46,38 @@ pub fn fields(
     RedisValue::NoReply
 }
 
+/// Reply with `values` as integers: under RESP3 a map with `names` (when given) as its keys,
+/// else an array of the values alone. One module API call per value, nothing allocated.
+pub fn integers<const N: usize>(
+    ctx: &Context,
+    names: Option<&[&'static str; N]>,
+    values: [i64; N],
+) {
+    // SAFETY: copying function pointers out of the API table, filled in at load.
+    let long_long = unsafe { raw::RedisModule_ReplyWithLongLong };
+    // SAFETY: as above.
+    let buffer = unsafe { raw::RedisModule_ReplyWithStringBuffer };
+    let Some(long_long) = long_long else {
+        return;
+    };
+    let len = c_long::try_from(N).unwrap_or(0);
+    let names = names.filter(|_| is_resp3(ctx));
+    if names.is_some() {
+        raw::reply_with_map(ctx.ctx, len);
+    } else {
+        raw::reply_with_array(ctx.ctx, len);
+    }
+    for (i, value) in values.into_iter().enumerate() {
+        if let (Some(name), Some(buffer)) = (names.and_then(|n| n.get(i)), buffer) {
+            // SAFETY: `ctx` is the command's context; `name` is `name.len()` readable bytes,
+            // which Redis copies.
+            unsafe { buffer(ctx.ctx, name.as_ptr().cast::<c_char>(), name.len()) };
+        }
+        // SAFETY: `ctx` is the command's context.
+        unsafe { long_long(ctx.ctx, value) };
+    }
+}
+
 /// Reply with the error `text` through a path that cannot panic, whatever the text: it is made
 /// printable ASCII (each other byte written `\xNN`, so no NUL, CR or LF reaches Redis) into our
 /// own NUL-terminated buffer for `RedisModule_ReplyWithError`. The crate's error replies go
