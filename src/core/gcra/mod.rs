@@ -1,0 +1,422 @@
+//! GCRA, the generic cell rate algorithm, and the virtual schedule it shares with the buckets.
+//!
+//! A limiter allows `burst` units at once and `rate` units per `period` sustained, so one unit
+//! costs the emission interval `T = period / rate`. The state is one number, the theoretical
+//! arrival time (TAT): a request of `n` units at `now` is allowed iff
+//! `max(TAT, now) + n·T − burst·T ≤ now`, and then `TAT = max(TAT, now) + n·T`.
+//!
+//! To stay exact whatever the rate (1000/s or 3/s, where `T` is not a whole number of
+//! microseconds), time is counted in *ticks* of `1/rate` µs: one unit is then exactly `period`
+//! ticks, and every comparison is integer arithmetic on `u128`. The token bucket
+//! (`tokens = (now − (TAT − capacity·T)) / T`) and the leaky bucket (`level = (TAT − now) / T`)
+//! are the same schedule read another way, so they reuse [`Schedule`].
+//!
+//! Changing the parameters of a live limiter keeps the units already used ([`Carry`]): GCRA and
+//! the leaky bucket convert the backlog `max(TAT − now, 0)` to units at the old `T` and back to
+//! time at the new one (rounding up to the new tick); the token bucket keeps its tokens instead
+//! (rounding down, capped at the new capacity). Either way the rounding is against the client
+//! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
+//! exact on every tick grid, a raised limit still never denies more than before.
+
+use crate::core::error::CoreError;
+use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::param::{check_count, check_duration};
+use crate::core::time::{MAX_SPAN, Micros};
+use crate::core::varint::{self, Reader};
+
+pub use crate::core::param::MAX_PARAM;
+
+/// Validated parameters: `burst` units at once, `rate` units per `period` µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraParams {
+    burst: u64,
+    rate: u64,
+    period: Micros,
+}
+
+impl GcraParams {
+    /// Validate the parameters (the commands name them in their own words: `capacity`, `refill`).
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`];
+    /// [`CoreError::SpanTooLong`] when `burst · period / rate` is above [`MAX_SPAN`].
+    pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Self, CoreError> {
+        let burst = check_count(burst, "burst")?;
+        let rate = check_count(rate, "rate")?;
+        let period = check_duration(period, "period")?;
+        // Every duration a reply or expiry holds (reset, retry, queue delay) is at most the
+        // time a full limiter takes to drain: `burst · T`, rounded up.
+        // `ceil(burst · period / rate) ≤ MAX_SPAN` exactly when `burst · period ≤ MAX_SPAN · rate`
+        // (no division: this check runs on every decode). Both products are below 2^127.
+        let window = u128::from(burst).checked_mul(u128::from(period));
+        let most = u128::from(MAX_SPAN).checked_mul(u128::from(rate));
+        if window.is_none_or(|w| most.is_none_or(|m| w > m)) {
+            return Err(CoreError::SpanTooLong);
+        }
+        Ok(GcraParams {
+            burst,
+            rate,
+            period,
+        })
+    }
+
+    /// Units allowed at once (the limit).
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// Units per period.
+    pub fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// The period in µs.
+    pub fn period(&self) -> Micros {
+        self.period
+    }
+}
+
+fn overflow<T>(v: Option<T>) -> Result<T, CoreError> {
+    v.ok_or(CoreError::Overflow)
+}
+
+/// `ticks / rate`, rounded up, as µs (saturating): a point in time.
+fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
+    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+/// `ticks / rate`, rounded up, as a duration in µs of at most [`MAX_SPAN`]. Validated
+/// parameters keep every duration of their own state within it; only a state carried over
+/// from other parameters can exceed it, which is refused rather than capped.
+fn span_us(ticks: u128, rate: u64) -> Result<Micros, CoreError> {
+    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    u64::try_from(us)
+        .ok()
+        .filter(|&us| us <= MAX_SPAN)
+        .ok_or(CoreError::StateTooLong)
+}
+
+/// What a schedule keeps when it is called with other parameters than it was written with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carry {
+    /// The backlog `max(TAT − now, 0)` in units, rounded up to the new tick and not capped:
+    /// GCRA's units used, the leaky bucket's level (an over-full bucket drains before it
+    /// accepts again).
+    Backlog,
+    /// The free units `burst − backlog`, rounded down to the new tick and capped at the new
+    /// burst: the token bucket's tokens.
+    Free,
+}
+
+/// The virtual schedule: parameters plus the TAT, in ticks of `1 / rate` µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    params: GcraParams,
+    // The TAT as two words: a u128 field would make the state 16-byte aligned and larger.
+    tat_hi: u64,
+    tat_lo: u64,
+}
+
+/// A schedule's evaluation, with the time the request would start from (`max(TAT, now)`).
+#[derive(Debug, Clone, Copy)]
+pub struct Evaluation {
+    pub verdict: Verdict,
+    /// How long the request waits behind earlier ones: `max(TAT, now) − now`, in µs (rounded up).
+    pub queue_delay: Micros,
+}
+
+impl Schedule {
+    /// A schedule nobody has used: the TAT is in the past.
+    pub fn fresh(params: &GcraParams) -> Self {
+        Schedule {
+            params: *params,
+            tat_hi: 0,
+            tat_lo: 0,
+        }
+    }
+
+    /// The stored parameters.
+    pub fn params(&self) -> &GcraParams {
+        &self.params
+    }
+
+    fn tat(&self) -> u128 {
+        (u128::from(self.tat_hi) << 64) | u128::from(self.tat_lo)
+    }
+
+    fn set_tat(&mut self, tat: u128) {
+        self.tat_hi = (tat >> 64) as u64;
+        self.tat_lo = tat as u64;
+    }
+
+    /// The TAT in ticks of `params`, converting the state as `carry` says if `params` differ
+    /// from the stored ones.
+    fn tat_under(&self, params: &GcraParams, now: Micros, carry: Carry) -> Result<u128, CoreError> {
+        if *params == self.params {
+            return Ok(self.tat());
+        }
+        let old = &self.params;
+        let old_period = u128::from(old.period);
+        let new_period = u128::from(params.period);
+        let now_old = overflow(u128::from(now).checked_mul(u128::from(old.rate)))?;
+        let now_new = overflow(u128::from(now).checked_mul(u128::from(params.rate)))?;
+        let backlog = self.tat().saturating_sub(now_old);
+        // Rescale `ticks` (a count of units times `old.period`) to units times `new.period`,
+        // without overflowing: whole units, then the fraction.
+        let rescale = |ticks: u128, round_up: bool| -> Result<u128, CoreError> {
+            let units = overflow(ticks.checked_div(old_period))?;
+            let part = overflow(ticks.checked_rem(old_period))?;
+            let whole = overflow(units.checked_mul(new_period))?;
+            let scaled = overflow(part.checked_mul(new_period))?;
+            let mut frac = overflow(scaled.checked_div(old_period))?;
+            if round_up && overflow(scaled.checked_rem(old_period))? != 0 {
+                frac = overflow(frac.checked_add(1))?;
+            }
+            overflow(whole.checked_add(frac))
+        };
+        // Both round against the client: more backlog, fewer free units.
+        match carry {
+            Carry::Backlog => overflow(now_new.checked_add(rescale(backlog, true)?)),
+            Carry::Free => {
+                let old_window = overflow(u128::from(old.burst).checked_mul(old_period))?;
+                let new_window = overflow(u128::from(params.burst).checked_mul(new_period))?;
+                let free = rescale(old_window.saturating_sub(backlog), false)?.min(new_window);
+                overflow(now_new.checked_add(new_window.saturating_sub(free)))
+            }
+        }
+    }
+
+    /// What `cost` units at `now` would get under `params`. Never mutates.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the numbers do not fit (not with validated parameters).
+    pub fn evaluate(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+        carry: Carry,
+    ) -> Result<Evaluation, CoreError> {
+        let rate = params.rate;
+        let period = u128::from(params.period);
+        let burst = u128::from(params.burst);
+        let now_t = overflow(u128::from(now).checked_mul(u128::from(rate)))?;
+        let tat = self.tat_under(params, now, carry)?;
+        let base = tat.max(now_t);
+        let window = overflow(burst.checked_mul(period))?;
+        let cap = overflow(now_t.checked_add(window))?;
+        // Whole units that fit between `base` and `cap`: at most `burst`.
+        let avail = overflow(cap.saturating_sub(base).checked_div(period))?;
+        let avail = u64::try_from(avail).unwrap_or(u64::MAX);
+        let granted = limiter::grant(cost, avail, best_effort);
+        let after = if granted > 0 {
+            overflow(
+                u128::from(granted)
+                    .checked_mul(period)
+                    .and_then(|d| base.checked_add(d)),
+            )?
+        } else {
+            tat
+        };
+        let retry = limiter::retry(granted, cost, params.burst, || {
+            // Allowed once `now` reaches `after + cost·T − burst·T`.
+            let need = overflow(
+                u128::from(cost)
+                    .checked_mul(period)
+                    .and_then(|d| after.checked_add(d)),
+            )?
+            .saturating_sub(window);
+            span_us(need.saturating_sub(now_t), rate)
+        })?;
+        Ok(Evaluation {
+            verdict: Verdict {
+                granted,
+                limit: params.burst,
+                remaining: avail.saturating_sub(granted),
+                retry,
+                reset_after: span_us(after.saturating_sub(now_t), rate)?,
+            },
+            queue_delay: span_us(base.saturating_sub(now_t), rate)?,
+        })
+    }
+
+    /// Charge `granted` units at `now`, adopting `params` (converted as `carry` says).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] as `evaluate`.
+    pub fn commit(
+        &mut self,
+        params: &GcraParams,
+        now: Micros,
+        granted: u64,
+        carry: Carry,
+    ) -> Result<(), CoreError> {
+        let now_t = overflow(u128::from(now).checked_mul(u128::from(params.rate)))?;
+        let base = self.tat_under(params, now, carry)?.max(now_t);
+        let tat = overflow(
+            u128::from(granted)
+                .checked_mul(u128::from(params.period))
+                .and_then(|d| base.checked_add(d)),
+        )?;
+        self.params = *params;
+        self.set_tat(tat);
+        Ok(())
+    }
+
+    /// RL.REFUND: `TAT = max(TAT − units·T, now)` under the stored parameters. Returns the units
+    /// given back: by how much `remaining` rises (`ceil(backlog / T)` at most).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the numbers do not fit (not with validated parameters).
+    pub fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        let period = u128::from(self.params.period);
+        let now_t = overflow(u128::from(now).checked_mul(u128::from(self.params.rate)))?;
+        let backlog = self.tat().saturating_sub(now_t);
+        let owed = backlog.div_ceil(period.max(1));
+        let given = u64::try_from(owed).unwrap_or(u64::MAX).min(units);
+        if given > 0 {
+            let back = u128::from(units).saturating_mul(period);
+            self.set_tat(self.tat().saturating_sub(back).max(now_t));
+        }
+        Ok(given)
+    }
+
+    /// When the schedule is fresh again: the TAT, in µs rounded up.
+    pub fn fresh_at(&self) -> Micros {
+        ticks_to_us(self.tat(), self.params.rate)
+    }
+
+    /// Codec: parameters then TAT.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        varint::put_u64(out, self.params.burst);
+        varint::put_u64(out, self.params.rate);
+        varint::put_u64(out, self.params.period);
+        varint::put_u128(out, self.tat());
+    }
+
+    /// Codec: the inverse of `encode`, validating the parameters.
+    pub fn decode(input: &mut Reader<'_>) -> Option<Self> {
+        let burst = input.u64()?;
+        let rate = input.u64()?;
+        let period = input.u64()?;
+        let params = GcraParams::new(burst, rate, period).ok()?;
+        let mut s = Schedule::fresh(&params);
+        s.set_tat(input.u128()?);
+        Some(s)
+    }
+}
+
+/// An algorithm that is a reading of the [`Schedule`]: GCRA, the token bucket and the leaky
+/// bucket differ only in their names, what they keep when their parameters change, and (the
+/// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
+/// a type an [`Algorithm`].
+pub trait ScheduleReading: Sized + Clone {
+    /// What survives a change of parameters.
+    const CARRY: Carry;
+    /// RL.INFO's names for burst, rate and period.
+    const NAMES: [&'static str; 3];
+
+    /// Wrap a schedule.
+    fn from_schedule(s: Schedule) -> Self;
+    /// The schedule inside.
+    fn schedule(&self) -> &Schedule;
+    /// The schedule inside, mutably.
+    fn schedule_mut(&mut self) -> &mut Schedule;
+
+    /// The verdict for a request of `cost` (the schedule's own, unless a reading refines it).
+    fn verdict(e: Evaluation, _cost: u64) -> Verdict {
+        e.verdict
+    }
+}
+
+impl<T: ScheduleReading> Algorithm for T {
+    type Params = GcraParams;
+
+    fn fresh(params: &GcraParams) -> Self {
+        T::from_schedule(Schedule::fresh(params))
+    }
+
+    fn params(&self) -> &GcraParams {
+        self.schedule().params()
+    }
+
+    fn evaluate(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+    ) -> Result<Verdict, CoreError> {
+        let e = self
+            .schedule()
+            .evaluate(params, now, cost, best_effort, T::CARRY)?;
+        Ok(T::verdict(e, cost))
+    }
+
+    fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
+        self.schedule_mut().commit(params, now, granted, T::CARRY)
+    }
+
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        self.schedule_mut().refund(now, units)
+    }
+
+    fn fresh_at(&self) -> Micros {
+        self.schedule().fresh_at()
+    }
+
+    fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
+        now.saturating_add(params.period)
+    }
+
+    fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
+        let [burst, rate, period] = T::NAMES;
+        vec![
+            (burst, params.burst),
+            (rate, params.rate),
+            (period, params.period / 1000),
+        ]
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.schedule().encode(out);
+    }
+
+    fn decode(input: &mut Reader<'_>) -> Option<Self> {
+        Schedule::decode(input).map(T::from_schedule)
+    }
+}
+
+/// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
+macro_rules! schedule_newtype {
+    ($t:ident) => {
+        fn from_schedule(s: Schedule) -> Self {
+            $t(s)
+        }
+
+        fn schedule(&self) -> &Schedule {
+            &self.0
+        }
+
+        fn schedule_mut(&mut self) -> &mut Schedule {
+            &mut self.0
+        }
+    };
+}
+pub(crate) use schedule_newtype;
+
+/// RL.GCRA's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra(pub Schedule);
+
+impl ScheduleReading for Gcra {
+    const CARRY: Carry = Carry::Backlog;
+    const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
+
+    schedule_newtype!(Gcra);
+}
+
+#[cfg(test)]
+mod tests;
