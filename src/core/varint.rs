@@ -3,6 +3,11 @@
 /// Append `v` as an unsigned LEB128 varint (in 64-bit arithmetic: it is on the path of every
 /// write).
 pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    if v < 0x80 {
+        // One byte: small counts and the sliding log's gaps.
+        out.push(v as u8);
+        return;
+    }
     out.reserve(10);
     if v < 1 << 56 {
         // At most 8 bytes, written at once: the 7-bit groups spread to one byte each, then the
