@@ -63,10 +63,13 @@ impl Inline {
 
     /// The value, decoded (`None` only if the bytes were not written by [`Inline::of`]).
     fn state(&self) -> Option<LimiterState> {
-        let mut r = Reader::new(self.bytes.get(..usize::from(self.len))?);
+        // All 30 bytes (zero after `len`), so that the varints near the end are read 8 bytes at
+        // once too; exactly `len` of them must be the value.
+        let mut r = Reader::new(&self.bytes);
         let last_update = r.u64()?;
         let algo = AlgoState::decode(self.kind, &mut r)?;
-        (r.remaining() == 0).then(|| LimiterState::new(algo, last_update))
+        (Some(r.remaining()) == INLINE_MAX.checked_sub(usize::from(self.len)))
+            .then(|| LimiterState::new(algo, last_update))
     }
 }
 
@@ -157,7 +160,10 @@ impl StateMut<'_> {
             Inner::Boxed(s) => Encodable::Full(s),
             Inner::Inline { slot, state } => {
                 if dirty {
-                    **slot = Packed::pack(state.clone());
+                    **slot = match Inline::of(state) {
+                        Some(inline) => Packed::Inline(inline),
+                        None => Packed::Boxed(Box::new(state.clone())),
+                    };
                 }
                 slot.stored()
             }

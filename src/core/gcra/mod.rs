@@ -46,10 +46,11 @@ impl GcraParams {
         let period = check_duration(period, "period")?;
         // Every duration a reply or expiry holds (reset, retry, queue delay) is at most the
         // time a full limiter takes to drain: `burst · T`, rounded up.
-        let span = u128::from(burst)
-            .checked_mul(u128::from(period))
-            .map(|w| w.div_ceil(u128::from(rate)));
-        if span.is_none_or(|span| span > u128::from(MAX_SPAN)) {
+        // `ceil(burst · period / rate) ≤ MAX_SPAN` exactly when `burst · period ≤ MAX_SPAN · rate`
+        // (no division: this check runs on every decode). Both products are below 2^127.
+        let window = u128::from(burst).checked_mul(u128::from(period));
+        let most = u128::from(MAX_SPAN).checked_mul(u128::from(rate));
+        if window.is_none_or(|w| most.is_none_or(|m| w > m)) {
             return Err(CoreError::SpanTooLong);
         }
         Ok(GcraParams {
