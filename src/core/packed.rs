@@ -1,7 +1,9 @@
 //! A limiter key's value as it is kept in memory: [`Packed`], 32 bytes (one small allocation).
 //!
 //! The common value (a fixed-size limiter with small parameters and no `DEDUP` id) is kept
-//! inline as its encoding: the last update and the algorithm's own fields in the codec's varints
+//! inline. A schedule (GCRA, token bucket, leaky bucket) whose fields fit fixed-width words is
+//! kept as them ([`FIXED`]): read and written with a few loads and stores. Any other such value
+//! is kept as its encoding: the last update and the algorithm's own fields in the codec's varints
 //! (`core::codec`), which round-trip exactly. Any other value (`DEDUP` ids, a block, a sliding
 //! log's entries or leases, parameters or times too large for 30 bytes) is boxed as a whole [`LimiterState`].
 //! Commands work on a [`LimiterState`] either way ([`Packed::unpack`], then [`StateMut::store`]).
@@ -9,15 +11,22 @@
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
+use crate::core::gcra::{Gcra, Schedule};
 use crate::core::kind::Kind;
+use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::state::{AlgoState, LimiterState};
-use crate::core::varint::{Reader, put_u64};
+use crate::core::token_bucket::TokenBucket;
+use crate::core::varint::{Fixed, Reader, put_u64};
 
 /// Bytes of an inline encoding.
 pub const INLINE_MAX: usize = 30;
 
+/// The `len` of a schedule kept as fixed-width words (little-endian): `last_update` (8 bytes),
+/// then [`Schedule::fixed_parts`]: the TAT (8), `burst | rate << 32` (8) and the period (6).
+pub const FIXED: u8 = u8::MAX;
+
 /// A value kept inline: its algorithm, then `len` bytes of `last_update` and the algorithm's
-/// encoding.
+/// encoding, or (`len` is [`FIXED`]) a schedule's fixed-width words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inline {
     kind: Kind,
@@ -40,12 +49,74 @@ thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The schedule of a GCRA, token bucket or leaky bucket state.
+fn schedule_of(algo: &AlgoState) -> Option<&Schedule> {
+    match algo {
+        AlgoState::Gcra(a) => Some(&a.0),
+        AlgoState::TokenBucket(a) => Some(&a.0),
+        AlgoState::LeakyBucket(a) => Some(&a.0),
+        _ => None,
+    }
+}
+
+/// The state of algorithm `kind` over schedule `s` (`None`: `kind` is no schedule).
+fn with_schedule(kind: Kind, s: Schedule) -> Option<AlgoState> {
+    match kind {
+        Kind::Gcra => Some(AlgoState::Gcra(Gcra(s))),
+        Kind::TokenBucket => Some(AlgoState::TokenBucket(TokenBucket(s))),
+        Kind::LeakyBucket => Some(AlgoState::LeakyBucket(LeakyBucket(s))),
+        _ => None,
+    }
+}
+
+/// `last_update` and a schedule's fixed parts as the bytes of a [`FIXED`] value.
+fn fixed_bytes(last_update: u64, [tat, burst_rate, period]: [u64; 3]) -> [u8; INLINE_MAX] {
+    let mut bytes = [0u8; INLINE_MAX];
+    if let Some((a, rest)) = bytes.split_first_chunk_mut::<8>()
+        && let Some((b, rest)) = rest.split_first_chunk_mut::<8>()
+        && let Some((c, rest)) = rest.split_first_chunk_mut::<8>()
+        && let Some((d, _)) = rest.split_first_chunk_mut::<6>()
+        && let Some((p, _)) = period.to_le_bytes().split_first_chunk::<6>()
+    {
+        *a = last_update.to_le_bytes();
+        *b = tat.to_le_bytes();
+        *c = burst_rate.to_le_bytes();
+        *d = *p;
+    }
+    bytes
+}
+
+/// The inverse of [`fixed_bytes`]: `last_update` and the fixed parts.
+fn fixed_words(bytes: &[u8; INLINE_MAX]) -> (u64, [u64; 3]) {
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        if let Some((head, _)) = b.split_first_chunk::<8>() {
+            w = *head;
+        } else if let Some((head, _)) = b.split_first_chunk::<6>()
+            && let Some((low, _)) = w.split_first_chunk_mut::<6>()
+        {
+            *low = *head;
+        }
+        u64::from_le_bytes(w)
+    };
+    let rest = |n: usize| bytes.get(n..).unwrap_or_default();
+    (word(bytes), [word(rest(8)), word(rest(16)), word(rest(24))])
+}
+
 impl Inline {
-    /// The value inline, if it has no `DEDUP` id and its encoding fits.
+    /// The value inline, if it has no `DEDUP` id and its encoding fits: as fixed-width words
+    /// when it is a schedule whose fields fit them.
     fn of(state: &LimiterState) -> Option<Inline> {
         let algo = state.algo.as_ref()?;
         if !state.extras.is_empty() || state.extras.block_until() != 0 || state.has_heap() {
             return None;
+        }
+        if let Some(parts) = schedule_of(algo).and_then(Schedule::fixed_parts) {
+            return Some(Inline {
+                kind: algo.kind(),
+                len: FIXED,
+                bytes: fixed_bytes(state.last_update, parts),
+            });
         }
         BUF.with_borrow_mut(|buf| {
             buf.clear();
@@ -63,6 +134,11 @@ impl Inline {
 
     /// The value, decoded (`None` only if the bytes were not written by [`Inline::of`]).
     fn state(&self) -> Option<LimiterState> {
+        if self.len == FIXED {
+            let (last_update, parts) = fixed_words(&self.bytes);
+            let algo = with_schedule(self.kind, Schedule::from_fixed_parts(parts)?)?;
+            return Some(LimiterState::new(algo, last_update));
+        }
         // All 30 bytes (zero after `len`), so that the varints near the end are read 8 bytes at
         // once too; exactly `len` of them must be the value.
         let mut r = Reader::new(&self.bytes);
@@ -226,6 +302,25 @@ impl Encodable<'_> {
     /// Append the value's codec encoding (`core::codec`) to `out`.
     pub fn encode_into(self, out: &mut Vec<u8>) {
         match self {
+            Encodable::Inline(i) if i.len == FIXED => {
+                // The codec's layout, as `core::codec` and `Schedule::encode` write it.
+                // Five varints of at most 10 bytes, three bytes and 7 spare for the last store.
+                let (last_update, [tat, burst_rate, period]) = fixed_words(&i.bytes);
+                let mut enc = Fixed::<64>::new();
+                enc.byte(crate::core::codec::CODEC_VERSION_1);
+                enc.byte(i.kind as u8);
+                for v in [
+                    last_update,
+                    burst_rate & 0xffff_ffff,
+                    burst_rate >> 32,
+                    period,
+                    tat,
+                ] {
+                    enc.u64(v);
+                }
+                enc.byte(0);
+                out.extend_from_slice(enc.bytes().unwrap_or_default());
+            }
             Encodable::Inline(i) => {
                 // The codec's layout (version 1: no block, no settled id): version, kind, then
                 // what the inline value holds, then no DEDUP id.
@@ -257,7 +352,7 @@ mod tests {
         g.commit(&p, 1_700_000_000_000_000, 1).unwrap();
         let state = LimiterState::new(g.into_state(), 1_700_000_000_000_000);
         let packed = Packed::pack(state.clone());
-        assert!(matches!(packed, Packed::Inline(_)));
+        assert!(matches!(&packed, Packed::Inline(i) if i.len == FIXED));
         assert_eq!(packed.state(), Some(state.clone()));
         assert_eq!(packed.mem_size(), 32);
         let mut with_id = state.clone();
@@ -277,7 +372,103 @@ mod tests {
         assert_eq!(Packed::pack(only.clone()).state(), Some(only));
     }
 
+    /// A schedule state of `kind` from its codec fields (decoded by the codec, not by the
+    /// fixed form), if the parameters are valid.
+    fn schedule_state(
+        kind: Kind,
+        burst: u64,
+        rate: u64,
+        period: u64,
+        tat: u128,
+        last: u64,
+    ) -> Option<LimiterState> {
+        let mut enc = Vec::new();
+        for v in [burst, rate, period] {
+            put_u64(&mut enc, v);
+        }
+        crate::core::varint::put_u128(&mut enc, tat);
+        let algo = AlgoState::decode(kind, &mut Reader::new(&enc))?;
+        Some(LimiterState::new(algo, last))
+    }
+
+    /// Values around the fixed form's limits (32-bit burst and rate, 48-bit period, 64-bit TAT).
+    fn edgy(bits: u32) -> impl Strategy<Value = u64> {
+        prop_oneof![
+            1u64..200,
+            any::<u64>(),
+            (0u64..4).prop_map(move |d| {
+                // From 2^bits - 2 to 2^bits + 1 (saturated at u64::MAX).
+                let top = u64::MAX.checked_shr(64 - bits).unwrap_or(0);
+                top.saturating_sub(1).saturating_add(d)
+            }),
+            (1u32..63).prop_map(|b| 1u64 << b),
+        ]
+    }
+
     proptest! {
+        /// A GCRA, token bucket or leaky bucket value is kept as fixed-width words exactly when
+        /// its fields fit them, and round-trips exactly, its codec encoding unchanged.
+        #[test]
+        fn schedules_are_fixed_exactly_when_they_fit(
+            kind in prop_oneof![Just(Kind::Gcra), Just(Kind::TokenBucket), Just(Kind::LeakyBucket)],
+            burst in edgy(32), rate in edgy(32), period in edgy(48),
+            tat_lo in edgy(64), tat_hi in prop_oneof![Just(0u64), any::<u64>()],
+            last in any::<u64>(),
+        ) {
+            let tat = (u128::from(tat_hi) << 64) | u128::from(tat_lo);
+            let Some(state) = schedule_state(kind, burst, rate, period, tat, last) else {
+                return Ok(());
+            };
+            let fits = burst <= u64::from(u32::MAX) && rate <= u64::from(u32::MAX)
+                && period < 1 << 48 && tat_hi == 0;
+            let mut packed = Packed::pack(state.clone());
+            prop_assert_eq!(matches!(&packed, Packed::Inline(i) if i.len == FIXED), fits);
+            prop_assert_eq!(packed.state(), Some(state.clone()));
+            let mut enc = Vec::new();
+            packed.stored().encode_into(&mut enc);
+            prop_assert_eq!(&enc, &codec::encode(&state));
+            prop_assert_eq!(codec::decode(&enc), Some(state.clone()));
+            // Changed and stored back: the form follows the new value.
+            let mut s = packed.unpack().unwrap();
+            s.last_update = last ^ 1;
+            let mut enc = Vec::new();
+            s.store().encode_into(&mut enc);
+            drop(s);
+            let mut want = state;
+            want.last_update = last ^ 1;
+            prop_assert_eq!(enc, codec::encode(&want));
+            prop_assert_eq!(packed.state(), Some(want));
+        }
+
+        /// Inline bytes are only written by `Inline::of`, but any bytes at all decode or are
+        /// refused without a panic, and encode without one.
+        #[test]
+        fn any_inline_bytes_are_safe(
+            kind_i in 0usize..7, len in prop_oneof![Just(FIXED), any::<u8>()],
+            bytes in prop::array::uniform30(any::<u8>()),
+        ) {
+            let kind = *Kind::ALL.get(kind_i % Kind::ALL.len()).unwrap();
+            let packed = Packed::Inline(Inline { kind, len, bytes });
+            let decoded = packed.state();
+            let mut enc = Vec::new();
+            packed.stored().encode_into(&mut enc);
+            if let Some(state) = decoded {
+                prop_assert_eq!(codec::decode(&enc), Some(state));
+            }
+        }
+
+        /// Varints written at once into a fixed buffer are the ones `put_u64` writes.
+        #[test]
+        fn fixed_varints_match(values in prop::collection::vec(edgy(56), 0..6)) {
+            let mut want = Vec::new();
+            let mut enc = Fixed::<64>::new();
+            for &v in &values {
+                put_u64(&mut want, v);
+                enc.u64(v);
+            }
+            prop_assert_eq!(enc.bytes(), Some(&want[..]));
+        }
+
         /// Every value round-trips through its packed form, inline or boxed, and through an
         /// unpack-change-store cycle.
         #[test]

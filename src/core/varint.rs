@@ -10,20 +10,9 @@ pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     }
     out.reserve(10);
     if v < 1 << 56 {
-        // At most 8 bytes, written at once: the 7-bit groups spread to one byte each, then the
-        // continuation bits on all but the last.
-        let mut x = v;
-        x = (x & 0x0fff_ffff) | ((x & 0x00ff_ffff_f000_0000) << 4);
-        x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
-        x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
-        let bits = u64::BITS.saturating_sub((v | 1).leading_zeros());
-        let len = bits.div_ceil(7);
-        x |= CONT
-            & 1u64
-                .wrapping_shl(len.wrapping_sub(1).wrapping_mul(8))
-                .wrapping_sub(1);
         // All 8 bytes (one store), then back to the varint's end.
-        let end = out.len().saturating_add(len as usize);
+        let (x, len) = encode_word(v);
+        let end = out.len().saturating_add(len);
         out.extend_from_slice(&x.to_le_bytes());
         out.truncate(end);
         return;
@@ -33,6 +22,89 @@ pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// `v` (below 2^56) as a varint of at most 8 bytes, built at once in a little-endian word: the
+/// 7-bit groups spread to one byte each, then the continuation bits on all but the last; and
+/// its length in bytes.
+pub fn encode_word(v: u64) -> (u64, usize) {
+    let mut x = v;
+    x = (x & 0x0fff_ffff) | ((x & 0x00ff_ffff_f000_0000) << 4);
+    x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
+    x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
+    let bits = u64::BITS.saturating_sub((v | 1).leading_zeros());
+    let len = bits.div_ceil(7);
+    x |= CONT
+        & 1u64
+            .wrapping_shl(len.wrapping_sub(1).wrapping_mul(8))
+            .wrapping_sub(1);
+    (x, len as usize)
+}
+
+/// Varints written into a fixed buffer, each at once (no reallocation or length bookkeeping
+/// per value), for a short encoding appended in one copy.
+#[derive(Debug)]
+pub struct Fixed<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    /// Something did not fit: the encoding is incomplete.
+    short: bool,
+}
+
+impl<const N: usize> Fixed<N> {
+    /// An empty encoding.
+    pub fn new() -> Self {
+        Fixed {
+            buf: [0; N],
+            len: 0,
+            short: false,
+        }
+    }
+
+    /// Append one byte.
+    pub fn byte(&mut self, b: u8) {
+        match self.buf.get_mut(self.len) {
+            Some(slot) => *slot = b,
+            None => self.short = true,
+        }
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// Append `v` as a varint, as [`put_u64`] does.
+    pub fn u64(&mut self, mut v: u64) {
+        if v < 1 << 56 {
+            let (x, len) = encode_word(v);
+            match self
+                .buf
+                .get_mut(self.len..)
+                .and_then(|b| b.first_chunk_mut::<8>())
+            {
+                Some(slot) => *slot = x.to_le_bytes(),
+                None => self.short = true,
+            }
+            self.len = self.len.saturating_add(len);
+            return;
+        }
+        while v >= 0x80 {
+            self.byte((v & 0x7f) as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    /// The encoding; `None` if it did not fit in `N` bytes (less 7 for the last store).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        if self.short {
+            return None;
+        }
+        self.buf.get(..self.len)
+    }
+}
+
+impl<const N: usize> Default for Fixed<N> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// The continuation bit of each of 8 bytes.

@@ -288,6 +288,30 @@ impl Schedule {
         ticks_to_us(self.tat(), self.params.rate)
     }
 
+    /// The schedule as three words, when its fields fit them: the TAT, `burst | rate << 32`
+    /// and the period (below 2^48). A limiter key keeps these inline (`core::packed`).
+    pub fn fixed_parts(&self) -> Option<[u64; 3]> {
+        let burst = u32::try_from(self.params.burst).ok()?;
+        let rate = u32::try_from(self.params.rate).ok()?;
+        (self.tat_hi == 0 && self.params.period >> 48 == 0).then(|| {
+            [
+                self.tat_lo,
+                u64::from(burst) | (u64::from(rate) << 32),
+                self.params.period,
+            ]
+        })
+    }
+
+    /// The inverse of [`Schedule::fixed_parts`], validating the parameters.
+    pub fn from_fixed_parts([tat, burst_rate, period]: [u64; 3]) -> Option<Self> {
+        let params = GcraParams::new(burst_rate & 0xffff_ffff, burst_rate >> 32, period).ok()?;
+        Some(Schedule {
+            params,
+            tat_hi: 0,
+            tat_lo: tat,
+        })
+    }
+
     /// Codec: parameters then TAT.
     pub fn encode(&self, out: &mut Vec<u8>) {
         varint::put_u64(out, self.params.burst);
