@@ -1,7 +1,7 @@
 //! Seeded fuzzing of every command against a real server: random argument vectors (wrong arity,
 //! numbers and durations in odd spellings, options repeated, misspelled or without a value, `AT`
 //! far in the past or future, DEDUP and lease ids from 0 bytes to 1 MB, keys of other types and
-//! of other limiters, RL.ALL numkeys mismatches, mutated RL._RESTORE payloads taken from an AOF
+//! of other limiters, RL.ALL numkeys mismatches, mutated RL._RESTORE and RL._SET payloads taken from an AOF
 //! rewrite, and bytes of every class: NUL, CR/LF, U+0100, U+4E00, U+1F600, invalid UTF-8, in
 //! every position).
 //!
@@ -399,6 +399,10 @@ const COMMANDS: &[Command] = &[
         name: "RL.RELEASE",
         shape: Shape::Int,
     },
+    Command {
+        name: "RL._SET",
+        shape: Shape::Ok,
+    },
 ];
 
 /// The limiter commands whose keys RL.INFO and RL.ALL use (each of its own keys), in RL.ALL's
@@ -680,6 +684,12 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
                 if !r.one_in(5) {
                     v.push(at_value(r));
                 }
+            }
+        }
+        "RL._SET" => {
+            v.extend([key(r, "restored"), payload(r, payloads)]);
+            if r.one_in(8) {
+                v.push(r.pick(TEXT).to_vec());
             }
         }
         "RL.REFUND" => {
