@@ -165,6 +165,16 @@ thread_local! {
 /// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
 /// bytes; `false` (nothing propagated) otherwise.
 pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
+    // The common value encodes on the stack, without the shared buffer.
+    if let Some(enc) = state.fixed_encoding() {
+        return match enc.bytes() {
+            Some(bytes) if bytes.len() <= STATE_REPLICATION_MAX => {
+                ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, bytes);
+                true
+            }
+            _ => false,
+        };
+    }
     PAYLOAD.with_borrow_mut(|buf| {
         buf.clear();
         state.encode_into(buf);

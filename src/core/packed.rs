@@ -299,28 +299,41 @@ pub enum Encodable<'a> {
 }
 
 impl Encodable<'_> {
+    /// The codec encoding of a fixed-width inline value (the common case), built on the stack;
+    /// `None` for any other value (see [`Encodable::encode_into`]).
+    pub fn fixed_encoding(self) -> Option<Fixed<64>> {
+        let Encodable::Inline(i) = self else {
+            return None;
+        };
+        if i.len != FIXED {
+            return None;
+        }
+        // The codec's layout, as `core::codec` and `Schedule::encode` write it.
+        // Five varints of at most 10 bytes, three bytes and 7 spare for the last store.
+        let (last_update, [tat, burst_rate, period]) = fixed_words(&i.bytes);
+        let mut enc = Fixed::<64>::new();
+        enc.byte(crate::core::codec::CODEC_VERSION_1);
+        enc.byte(i.kind as u8);
+        for v in [
+            last_update,
+            burst_rate & 0xffff_ffff,
+            burst_rate >> 32,
+            period,
+            tat,
+        ] {
+            enc.u64(v);
+        }
+        enc.byte(0);
+        Some(enc)
+    }
+
     /// Append the value's codec encoding (`core::codec`) to `out`.
     pub fn encode_into(self, out: &mut Vec<u8>) {
+        if let Some(enc) = self.fixed_encoding() {
+            out.extend_from_slice(enc.bytes().unwrap_or_default());
+            return;
+        }
         match self {
-            Encodable::Inline(i) if i.len == FIXED => {
-                // The codec's layout, as `core::codec` and `Schedule::encode` write it.
-                // Five varints of at most 10 bytes, three bytes and 7 spare for the last store.
-                let (last_update, [tat, burst_rate, period]) = fixed_words(&i.bytes);
-                let mut enc = Fixed::<64>::new();
-                enc.byte(crate::core::codec::CODEC_VERSION_1);
-                enc.byte(i.kind as u8);
-                for v in [
-                    last_update,
-                    burst_rate & 0xffff_ffff,
-                    burst_rate >> 32,
-                    period,
-                    tat,
-                ] {
-                    enc.u64(v);
-                }
-                enc.byte(0);
-                out.extend_from_slice(enc.bytes().unwrap_or_default());
-            }
             Encodable::Inline(i) => {
                 // The codec's layout (version 1: no block, no settled id): version, kind, then
                 // what the inline value holds, then no DEDUP id.
