@@ -4,7 +4,6 @@
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
 use crate::core::Micros;
-use crate::core::decimal::parse_u64_digits;
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::limiter::Request;
 use crate::core::param::MAX_PARAM;
@@ -86,10 +85,19 @@ impl<'a> Iterator for Args<'a> {
 
 /// A plain decimal integer in `0..=i64::MAX`: digits only, no sign, no spaces.
 pub fn parse_u64(token: &[u8]) -> Option<u64> {
-    if token.len() > 19 {
+    if token.is_empty() || token.len() > 19 {
         return None;
     }
-    parse_u64_digits(token).filter(|&v| v <= MAX_PARAM)
+    // One pass: at most 19 digits stay below 10^19 < 2^64, so nothing wraps.
+    let mut v: u64 = 0;
+    for &b in token {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+    }
+    (v <= MAX_PARAM).then_some(v)
 }
 
 /// A count ≥ 1.
