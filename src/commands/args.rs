@@ -288,6 +288,10 @@ impl Options {
         mut extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
     ) -> Result<Options, RlError> {
         let mut o = Options::default();
+        if args.peek().is_none() {
+            // The common call: no options at all.
+            return Ok(o);
+        }
         let mut seen_cost = false;
         while let Some(token) = args.next() {
             let index = args.index().saturating_sub(1);
