@@ -82,15 +82,25 @@ fn overflow<T>(v: Option<T>) -> Result<T, CoreError> {
 
 /// `ticks / rate`, rounded up, as µs (saturating): a point in time.
 fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
-    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    let us = div_ceil_ticks(ticks, rate);
     u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+/// `ticks / rate` (a rate of 0 taken as 1), rounded up: in 64-bit arithmetic when the ticks
+/// fit (the common case, one instruction instead of a 128-bit division's call).
+fn div_ceil_ticks(ticks: u128, rate: u64) -> u128 {
+    let rate = rate.max(1);
+    match u64::try_from(ticks) {
+        Ok(t) => u128::from(t.div_ceil(rate)),
+        Err(_) => ticks.div_ceil(u128::from(rate)),
+    }
 }
 
 /// `ticks / rate`, rounded up, as a duration in µs of at most [`MAX_SPAN`]. Validated
 /// parameters keep every duration of their own state within it; only a state carried over
 /// from other parameters can exceed it, which is refused rather than capped.
 fn span_us(ticks: u128, rate: u64) -> Result<Micros, CoreError> {
-    let us = ticks.div_ceil(u128::from(rate.max(1)));
+    let us = div_ceil_ticks(ticks, rate);
     u64::try_from(us)
         .ok()
         .filter(|&us| us <= MAX_SPAN)
