@@ -80,10 +80,23 @@ fn overflow<T>(v: Option<T>) -> Result<T, CoreError> {
     v.ok_or(CoreError::Overflow)
 }
 
+/// `a · b` in 128 bits: exact, as the product of two 64-bit numbers is below 2^128.
+fn wide_mul(a: u64, b: u64) -> u128 {
+    u128::from(a).wrapping_mul(u128::from(b))
+}
+
 /// `ticks / rate`, rounded up, as µs (saturating): a point in time.
 fn ticks_to_us(ticks: u128, rate: u64) -> Micros {
     let us = div_ceil_ticks(ticks, rate);
     u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+/// `x / d` (`None` for 0), in 64-bit arithmetic when `x` fits.
+fn div_floor(x: u128, d: u64) -> Option<u128> {
+    match u64::try_from(x) {
+        Ok(x) => x.checked_div(d).map(u128::from),
+        Err(_) => x.checked_div(u128::from(d)),
+    }
 }
 
 /// `ticks / rate` (a rate of 0 taken as 1), rounded up: in 64-bit arithmetic when the ticks
@@ -210,34 +223,24 @@ impl Schedule {
         carry: Carry,
     ) -> Result<Evaluation, CoreError> {
         let rate = params.rate;
-        let period = u128::from(params.period);
-        let burst = u128::from(params.burst);
-        let now_t = overflow(u128::from(now).checked_mul(u128::from(rate)))?;
+        let now_t = wide_mul(now, rate);
         let tat = self.tat_under(params, now, carry)?;
         let base = tat.max(now_t);
-        let window = overflow(burst.checked_mul(period))?;
+        let window = wide_mul(params.burst, params.period);
         let cap = overflow(now_t.checked_add(window))?;
         // Whole units that fit between `base` and `cap`: at most `burst`.
-        let avail = overflow(cap.saturating_sub(base).checked_div(period))?;
+        let avail = overflow(div_floor(cap.saturating_sub(base), params.period))?;
         let avail = u64::try_from(avail).unwrap_or(u64::MAX);
         let granted = limiter::grant(cost, avail, best_effort);
         let after = if granted > 0 {
-            overflow(
-                u128::from(granted)
-                    .checked_mul(period)
-                    .and_then(|d| base.checked_add(d)),
-            )?
+            overflow(base.checked_add(wide_mul(granted, params.period)))?
         } else {
             tat
         };
         let retry = limiter::retry(granted, cost, params.burst, || {
             // Allowed once `now` reaches `after + cost·T − burst·T`.
-            let need = overflow(
-                u128::from(cost)
-                    .checked_mul(period)
-                    .and_then(|d| after.checked_add(d)),
-            )?
-            .saturating_sub(window);
+            let need =
+                overflow(after.checked_add(wide_mul(cost, params.period)))?.saturating_sub(window);
             span_us(need.saturating_sub(now_t), rate)
         })?;
         Ok(Evaluation {
@@ -263,13 +266,9 @@ impl Schedule {
         granted: u64,
         carry: Carry,
     ) -> Result<(), CoreError> {
-        let now_t = overflow(u128::from(now).checked_mul(u128::from(params.rate)))?;
+        let now_t = wide_mul(now, params.rate);
         let base = self.tat_under(params, now, carry)?.max(now_t);
-        let tat = overflow(
-            u128::from(granted)
-                .checked_mul(u128::from(params.period))
-                .and_then(|d| base.checked_add(d)),
-        )?;
+        let tat = overflow(base.checked_add(wide_mul(granted, params.period)))?;
         self.params = *params;
         self.set_tat(tat);
         Ok(())
