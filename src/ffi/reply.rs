@@ -16,7 +16,13 @@ pub enum Resp2 {
 
 /// Does the calling client speak RESP3?
 pub fn is_resp3(ctx: &Context) -> bool {
-    ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(flags) = (unsafe { raw::RedisModule_GetContextFlags }) else {
+        return false;
+    };
+    // SAFETY: `ctx` is the command's context.
+    let flags = unsafe { flags(ctx.ctx) };
+    ContextFlags::from_bits_truncate(flags).contains(ContextFlags::FLAGS_RESP3)
 }
 
 /// Reply with `fields` as a map under RESP3, else as an array shaped as `resp2` says. Returns
