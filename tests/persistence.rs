@@ -170,13 +170,8 @@ fn state_moves_with_copy_rename_move_and_dump() {
     assert_ne!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), digest);
 }
 
-#[test]
-fn restore_command_rejects_bad_payloads_without_touching_the_key() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let keys = fill(&mut c);
-    let k = keys[0].as_str();
-    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", k]);
+/// `cmd key payload` refuses payloads that do not decode, whatever they are.
+fn refuses_bad_payloads(c: &mut Conn, cmd: &str, k: &str) {
     for bad in [
         &b""[..],
         b"\x01",
@@ -185,10 +180,20 @@ fn restore_command_rejects_bad_payloads_without_touching_the_key() {
         &[0xff; 300],
     ] {
         assert_eq!(
-            c.err(&args!["RL._RESTORE", k, bad.to_vec()]),
+            c.err(&args![cmd, k, bad.to_vec()]),
             "ERR invalid rate limiter payload"
         );
     }
+}
+
+#[test]
+fn restore_command_rejects_bad_payloads_without_touching_the_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = fill(&mut c);
+    let k = keys[0].as_str();
+    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", k]);
+    refuses_bad_payloads(&mut c, "RL._RESTORE", k);
     assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", k]), before);
     c.ok(&["SET", "str", "x"]);
     assert_eq!(c.int(&["EXISTS", "nothing"]), 0);
@@ -276,18 +281,7 @@ fn set_command_rejects_bad_calls_without_touching_the_key() {
     let keys = fill(&mut c);
     let k = keys[0].as_str();
     let before = c.cmd(&["DEBUG", "DIGEST-VALUE", k]);
-    for bad in [
-        &b""[..],
-        b"\x01",
-        b"\x01\x01",
-        b"\x09\x01\x00",
-        &[0xff; 300],
-    ] {
-        assert_eq!(
-            c.err(&args!["RL._SET", k, bad.to_vec()]),
-            "ERR invalid rate limiter payload"
-        );
-    }
+    refuses_bad_payloads(&mut c, "RL._SET", k);
     for argv in [&["RL._SET", k][..], &["RL._SET", k, "x", "y"]] {
         let e = c.err(argv);
         assert!(e.starts_with("ERR wrong number of arguments"), "{e}");

@@ -9,6 +9,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, parse_u64};
+use crate::core::LimiterState;
 use crate::core::codec;
 use crate::core::time::expiry_ms;
 use crate::error::RlError;
@@ -40,13 +41,26 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let state = codec::decode(payload).ok_or(RlError::Payload)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
+    // `parse_u64` bounds PXAT to i64::MAX, so the conversion never caps.
+    let expire_at = expire_at.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    store(ctx, name, state, expire_at)
+}
+
+/// Store `state` under `name` (not over a key of another type), expiring at `expire_at` ms when
+/// given, and pass the call on verbatim: the apply step of RL._RESTORE and RL._SET.
+fn store(
+    ctx: &Context,
+    name: &RedisString,
+    state: LimiterState,
+    expire_at: Option<i64>,
+) -> RedisResult {
     let mut key = LimiterKey::open(ctx, Arg::from(name));
     if let Holding::Other = key.holding() {
         return Err(RlError::WrongType.into());
     }
     key.set(state)?;
     if let Some(ms) = expire_at {
-        key.set_expire_at(i64::try_from(ms).unwrap_or(i64::MAX));
+        key.set_expire_at(ms);
     }
     drop(key);
     ctx.replicate_verbatim();
@@ -68,13 +82,5 @@ pub fn run_set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let state = codec::decode(payload.as_slice()).ok_or(RlError::Payload)?;
     // As the write that made it: never before its last update.
     let expires_at = expiry_ms(state.expires_at().max(state.last_update));
-    let mut key = LimiterKey::open(ctx, Arg::from(name));
-    if let Holding::Other = key.holding() {
-        return Err(RlError::WrongType.into());
-    }
-    key.set(state)?;
-    key.set_expire_at(expires_at);
-    drop(key);
-    ctx.replicate_verbatim();
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    store(ctx, name, state, Some(expires_at))
 }
