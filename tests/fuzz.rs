@@ -940,7 +940,9 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     let base = dir_file(&dir, ".base.aof");
     let aof = std::fs::read(&base).expect("read the base AOF");
     // Granted calls of small limiters propagate their new value (`RL._SET`): the fixed-width
-    // form of the schedules, the codec's of the others.
+    // form of the schedules, the codec's of the others. (`always`: each reaches the file
+    // before its reply, never postponed behind a background fsync.)
+    c.ok(&["CONFIG", "SET", "appendfsync", "always"]);
     let at = (t + 2_000).to_string();
     for call in [
         &["RL.GCRA", "s:gcra", "10", "3", "1s"][..],
@@ -952,8 +954,30 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     ] {
         c.ints(&[call, &["AT", at.as_str()]].concat());
     }
-    let incr = dir_file(&dir, ".incr.aof");
-    let appended = std::fs::read(&incr).expect("read the incremental AOF");
+    // Every incremental file, in order (the names carry their sequence numbers).
+    let mut incr: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .collect();
+    incr.sort_by_key(|p| {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let seq: u64 = name
+            .trim_end_matches(".incr.aof")
+            .rsplit('.')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        seq
+    });
+    let appended: Vec<u8> = incr
+        .iter()
+        .flat_map(|p| std::fs::read(p).expect("read an incremental AOF"))
+        .collect();
     c.ok(&["CONFIG", "SET", "appendonly", "no"]);
     c.ok(&["FLUSHALL"]);
     let payloads_of = |aof: &[u8], cmd_name: &[u8]| -> Vec<Vec<u8>> {
@@ -971,7 +995,7 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
         base.display()
     );
     let set = payloads_of(&appended, b"rl._set");
-    assert_eq!(set.len(), 6, "one RL._SET per call in {}", incr.display());
+    assert_eq!(set.len(), 6, "one RL._SET per call in {incr:?}");
     payloads.extend(set);
     payloads
 }
