@@ -348,6 +348,32 @@ impl Log {
         trim(&mut self.marks, 4);
     }
 
+    /// Append the kept entries as the codec writes them (see `SlidingLog::encode`): the head
+    /// entry again, its Δ from the Unix epoch and its merged units added, then the packed bytes
+    /// after it as they are (the same layout), then the tail. O(1) but for one copy.
+    pub(super) fn encode_entries(&self, out: &mut Vec<u8>) {
+        let mut at = usize::try_from(self.head.offset).unwrap_or(usize::MAX);
+        let head_units = if at < self.data.len() {
+            get_entry(&self.data, &mut at).map(|(_, units)| units.saturating_add(self.merged))
+        } else {
+            None
+        };
+        let Some(head_units) = head_units else {
+            // The head is the tail: one entry.
+            put_entry(out, self.tail_ts / US_PER_MS, self.tail_units);
+            return;
+        };
+        let packed = self.data.get(at..).unwrap_or_default();
+        out.reserve(packed.len().saturating_add(32));
+        put_entry(out, self.head.ts / US_PER_MS, head_units);
+        out.extend_from_slice(packed);
+        put_entry(
+            out,
+            self.tail_ts.saturating_sub(self.last_ts) / US_PER_MS,
+            self.tail_units,
+        );
+    }
+
     /// Heap bytes held, this struct included.
     pub(super) fn heap_size(&self) -> usize {
         std::mem::size_of::<Self>()

@@ -40,7 +40,7 @@ use crate::core::param::{MAX_PARAM, check_count, check_duration};
 use crate::core::time::{MAX_TIME, Micros, US_PER_MS};
 use crate::core::varint::{self, Reader};
 
-use log::{Log, put_entry};
+use log::Log;
 
 /// The most entries one key keeps (see the module docs for what happens past it).
 pub const MAX_ENTRIES: u32 = 65_536;
@@ -369,11 +369,8 @@ impl Algorithm for SlidingLog {
         varint::put_u64(out, self.params.window);
         varint::put_u64(out, self.params.precision);
         varint::put_u64(out, self.len() as u64);
-        let mut prev_ms = 0;
-        for (ts, units) in self.entries() {
-            let ms = ts / US_PER_MS;
-            put_entry(out, ms.saturating_sub(prev_ms), units);
-            prev_ms = ms;
+        if let Some(log) = &self.log {
+            log.encode_entries(out);
         }
     }
 
