@@ -20,6 +20,17 @@ pub(super) fn put_entry(out: &mut Vec<u8>, delta_ms: u64, units: u64) {
     }
 }
 
+/// Bytes [`put_entry`] writes.
+fn entry_len(delta_ms: u64, units: u64) -> usize {
+    let flag = u64::from(units != 1);
+    let n = varint::len_u64(delta_ms.saturating_mul(2) | flag);
+    if units != 1 {
+        n.saturating_add(varint::len_u64(units))
+    } else {
+        n
+    }
+}
+
 /// Read one packed entry at `*at`, advancing it: its Δms and its units.
 fn get_entry(data: &[u8], at: &mut usize) -> Option<(u64, u64)> {
     let mut r = Reader::new(data.get(*at..)?);
@@ -372,6 +383,26 @@ impl Log {
             self.tail_ts.saturating_sub(self.last_ts) / US_PER_MS,
             self.tail_units,
         );
+    }
+
+    /// Bytes [`Log::encode_entries`] writes, in O(1): the head entry written again, the packed
+    /// bytes after it, and the tail.
+    pub(super) fn encoded_len(&self) -> usize {
+        let mut at = usize::try_from(self.head.offset).unwrap_or(usize::MAX);
+        let head_units = if at < self.data.len() {
+            get_entry(&self.data, &mut at).map(|(_, units)| units.saturating_add(self.merged))
+        } else {
+            None
+        };
+        let Some(head_units) = head_units else {
+            return entry_len(self.tail_ts / US_PER_MS, self.tail_units);
+        };
+        entry_len(self.head.ts / US_PER_MS, head_units)
+            .saturating_add(self.data.len().saturating_sub(at))
+            .saturating_add(entry_len(
+                self.tail_ts.saturating_sub(self.last_ts) / US_PER_MS,
+                self.tail_units,
+            ))
     }
 
     /// Heap bytes held, this struct included.

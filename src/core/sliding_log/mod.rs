@@ -145,6 +145,17 @@ impl SlidingLog {
         self.log.is_none()
     }
 
+    /// Bytes [`Algorithm::encode`] writes, in O(1): a log known too long to be replicated as
+    /// itself need not be encoded to find out.
+    pub fn encoded_len(&self) -> usize {
+        let p = &self.params;
+        [p.limit, p.window, p.precision, self.len() as u64]
+            .into_iter()
+            .map(varint::len_u64)
+            .sum::<usize>()
+            .saturating_add(self.log.as_ref().map_or(0, |l| l.encoded_len()))
+    }
+
     /// [`Algorithm::evaluate`] with an explicit bound on entries (tests use small ones).
     ///
     /// # Errors

@@ -850,6 +850,7 @@ proptest! {
             let mut enc = Vec::new();
             algo.encode(&mut enc);
             prop_assert_eq!(&enc, &encode_by_entries(&algo));
+            prop_assert_eq!(algo.encoded_len(), enc.len());
             if *reload {
                 algo = SlidingLog::decode(&mut Reader::new(&enc)).unwrap();
                 let mut again = Vec::new();
