@@ -377,6 +377,56 @@ fn sliding_aof_costs_one_short_command_per_granted_call() {
     assert_eq!(size(), before);
 }
 
+/// Bytes of `v` as a LEB128 varint.
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn sliding_log_replicates_as_its_value_until_too_long_then_as_its_command() {
+    // One grant per millisecond: each adds a one-byte entry to the value, which is replicated
+    // as itself (`RL._SET`, at most 48 bytes) until it no longer fits, then as the command.
+    let master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::replica_of(&master);
+    let mut c = master.conn();
+    let t = base_ms();
+    let aof = aof_file(&master.dir, ".incr.aof");
+    let n = 40u64;
+    fill_log(&mut c, "grow", 1000, "1h", n, t);
+    // The codec's length after call i: version, kind, last update (µs), limit, window and
+    // precision (µs), count, the first entry's ms since the epoch (shifted by its flag bit),
+    // i one-byte entries, and no DEDUP id.
+    let len = |i: u64| {
+        2 + varint_len((t + i) * 1000)
+            + varint_len(1000)
+            + varint_len(3_600_000_000)
+            + varint_len(1000)
+            + varint_len(i + 1)
+            + varint_len(t * 2)
+            + i as usize
+            + 1
+    };
+    let as_value = (0..n).filter(|&i| len(i) <= 48).count();
+    assert!(as_value > 0 && as_value < n as usize, "{as_value}");
+    let text = String::from_utf8_lossy(&std::fs::read(&aof).unwrap()).into_owned();
+    assert_eq!(text.matches("rl._set").count(), as_value);
+    assert_eq!(text.matches("rl.sliding").count(), n as usize - as_value);
+    wait_replica_synced(&master, &replica);
+    let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "grow"]);
+    let expiry = c.int(&["PEXPIRETIME", "grow"]);
+    let mut r = replica.conn();
+    assert_eq!(r.cmd(&["DEBUG", "DIGEST-VALUE", "grow"]), digest);
+    assert_eq!(r.int(&["PEXPIRETIME", "grow"]), expiry);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "grow"]), digest);
+    assert_eq!(c.int(&["PEXPIRETIME", "grow"]), expiry);
+}
+
 /// A few keys with big and small logs, DEDUP ids, several precisions and a parameter change.
 fn fill_various(c: &mut Conn) -> Vec<String> {
     let t = base_ms();

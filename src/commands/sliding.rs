@@ -1,11 +1,36 @@
 //! RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
 
+use redis_module::Context;
+
 use crate::commands::args::{Args, Options, duration, once, positive};
-use crate::commands::{LimiterCommand, Parsed};
+use crate::commands::{
+    LimiterCommand, Parsed, STATE_REPLICATION_MAX, replicate_argv_with_at, replicate_state,
+};
+use crate::core::Micros;
+use crate::core::packed::Encodable;
 use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
 use crate::core::state::Stored;
+use crate::core::varint;
 use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
+use crate::ffi::command::Argv;
+
+/// Whether `state`'s encoding is surely longer than [`STATE_REPLICATION_MAX`], known without
+/// encoding it (a log of more than a few entries). The codec writes, besides the algorithm's
+/// own bytes, at least its version, kind, last update and number of `DEDUP` ids.
+fn surely_too_long(state: Encodable<'_>) -> bool {
+    let Encodable::Full(s) = state else {
+        return false;
+    };
+    let Some(log) = s.algo.as_ref().and_then(SlidingLog::from_state) else {
+        return false;
+    };
+    let at_least = log
+        .encoded_len()
+        .saturating_add(varint::len_u64(s.last_update))
+        .saturating_add(3);
+    at_least > STATE_REPLICATION_MAX
+}
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
@@ -56,11 +81,94 @@ impl LimiterCommand for SlidingCommand {
         let params = SlidingParams::new(limit, window, precision)?;
         Ok(Parsed { params, opts })
     }
+
+    /// As the default, but a log surely too long for `RL._SET` goes straight to the command
+    /// with `AT`, without being encoded first.
+    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
+        let Some(key) = argv.get(1) else { return };
+        if surely_too_long(state) || !replicate_state(ctx, key, state) {
+            replicate_argv_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::codec;
+    use crate::core::dedup::DedupId;
+    use crate::core::limiter::Algorithm;
+    use crate::core::state::LimiterState;
+    use proptest::prelude::*;
+
+    /// Logs growing one byte per entry cross the limit at every length: the first that does
+    /// not fit is the first skipped.
+    #[test]
+    fn sliding_skips_encoding_from_the_first_log_too_long() {
+        for (limit, start) in [
+            (10u64, 1_000u64),
+            (10_000_000, 1_700_000_000_000_123),
+            (300, 5),
+        ] {
+            let p = SlidingParams::new(limit, 3_600_000_000, 1000).unwrap();
+            let mut log = SlidingLog::fresh(&p);
+            let mut lengths = Vec::new();
+            for i in 0..limit.min(60) {
+                let t = start * 1000 + i * 1000;
+                log.commit(&p, t, 1).unwrap();
+                let state = LimiterState::new(log.clone().into_state(), t);
+                let len = codec::encode(&state).len();
+                assert_eq!(
+                    surely_too_long(Encodable::Full(&state)),
+                    len > STATE_REPLICATION_MAX,
+                    "{len} bytes"
+                );
+                lengths.push(len);
+            }
+            if limit >= 60 {
+                assert!(lengths.contains(&STATE_REPLICATION_MAX));
+                assert!(lengths.contains(&(STATE_REPLICATION_MAX + 1)));
+            }
+        }
+    }
+
+    proptest! {
+        /// A log is sent to `RL.SLIDING` with `AT` unencoded only when its encoding is longer
+        /// than `RL._SET` takes; without ids or a block, exactly then.
+        #[test]
+        fn sliding_skips_encoding_only_logs_too_long_to_replicate(
+            limit in prop_oneof![1u64..300, Just(10_000_000u64), Just(1u64 << 40)],
+            window_ms in prop_oneof![1u64..2_000, Just(1_000u64), Just(3_600_000u64)],
+            gaps in proptest::collection::vec((0u64..300, 1u64..4), 1..40),
+            start in 0u64..(1u64 << 52),
+            ids in 0usize..3,
+            block in proptest::bool::weighted(0.1),
+        ) {
+            let p = SlidingParams::new(limit, window_ms * 1000, 1000).unwrap();
+            let mut log = SlidingLog::fresh(&p);
+            let mut t = start;
+            for (gap_ms, cost) in gaps {
+                t += gap_ms * 1000 + 17;
+                let v = log.evaluate(&p, t, cost, true).unwrap();
+                if v.granted > 0 {
+                    log.commit(&p, t, v.granted).unwrap();
+                }
+            }
+            let mut state = LimiterState::new(log.into_state(), t);
+            for id in 0..ids {
+                state.extras.remember(DedupId(id as u128), 1, t + 1, 10);
+            }
+            if block {
+                state.extras.block(t + 1);
+            }
+            let long = codec::encode(&state).len() > STATE_REPLICATION_MAX;
+            let skipped = surely_too_long(Encodable::Full(&state));
+            prop_assert!(!skipped || long);
+            if ids == 0 && !block {
+                prop_assert_eq!(skipped, long);
+            }
+        }
+    }
 
     fn parse(items: &[&str]) -> Result<Parsed<SlidingParams>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();

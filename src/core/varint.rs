@@ -24,6 +24,12 @@ pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes [`put_u64`] writes for `v` (1 to 10).
+pub fn len_u64(v: u64) -> usize {
+    let bits = u64::BITS.saturating_sub((v | 1).leading_zeros());
+    bits.div_ceil(7) as usize
+}
+
 /// `v` (below 2^56) as a varint of at most 8 bytes, built at once in a little-endian word: the
 /// 7-bit groups spread to one byte each, then the continuation bits on all but the last; and
 /// its length in bytes.
@@ -296,6 +302,7 @@ mod tests {
                 let mut out = Vec::new();
                 put_u64(&mut out, small);
                 prop_assert_eq!(&out, &want);
+                prop_assert_eq!(len_u64(small), want.len());
             }
             prop_assert_eq!(Reader::new(&out).u128(), Some(v));
         }

@@ -20,6 +20,28 @@ pub(super) fn put_entry(out: &mut Vec<u8>, delta_ms: u64, units: u64) {
     }
 }
 
+/// The varints of one packed entry, written to the start of `out` (two slots); how many.
+pub(super) fn entry_words(delta_ms: u64, units: u64, out: &mut [u64]) -> usize {
+    let flag = u64::from(units != 1);
+    let words = [delta_ms.saturating_mul(2) | flag, units];
+    let n = if units != 1 { 2 } else { 1 };
+    for (slot, w) in out.iter_mut().zip(words.iter().take(n)) {
+        *slot = *w;
+    }
+    n.min(out.len())
+}
+
+/// Bytes [`put_entry`] writes.
+fn entry_len(delta_ms: u64, units: u64) -> usize {
+    let flag = u64::from(units != 1);
+    let n = varint::len_u64(delta_ms.saturating_mul(2) | flag);
+    if units != 1 {
+        n.saturating_add(varint::len_u64(units))
+    } else {
+        n
+    }
+}
+
 /// Read one packed entry at `*at`, advancing it: its Δms and its units.
 fn get_entry(data: &[u8], at: &mut usize) -> Option<(u64, u64)> {
     let mut r = Reader::new(data.get(*at..)?);
@@ -27,6 +49,25 @@ fn get_entry(data: &[u8], at: &mut usize) -> Option<(u64, u64)> {
     let units = if v & 1 == 1 { r.u64()? } else { 1 };
     *at = data.len().checked_sub(r.remaining())?;
     Some((v >> 1, units))
+}
+
+/// The kept entries in the codec's layout: the first entry's (Δms, units) when it is not the
+/// tail, the packed bytes between it and the tail, and the tail's (Δms, units).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Encoding<'a> {
+    pub(super) first: Option<(u64, u64)>,
+    pub(super) packed: &'a [u8],
+    pub(super) last: (u64, u64),
+}
+
+impl Encoding<'_> {
+    /// Bytes it takes.
+    pub(super) fn len(&self) -> usize {
+        self.first
+            .map_or(0, |(d, u)| entry_len(d, u))
+            .saturating_add(self.packed.len())
+            .saturating_add(entry_len(self.last.0, self.last.1))
+    }
 }
 
 /// A known place in the log: where an entry starts, its ordinal, its time, and the units logged
@@ -215,11 +256,11 @@ impl Log {
     }
 
     /// Walk from a kept entry (found by an earlier scan).
-    pub(super) fn scan_at(&self, item: &Item) -> Scan<'_> {
-        if item.pos.seq == self.head.seq {
+    pub(super) fn scan_at(&self, pos: Pos) -> Scan<'_> {
+        if pos.seq == self.head.seq {
             self.scan()
         } else {
-            self.scan_from(item.pos, 0)
+            self.scan_from(pos, 0)
         }
     }
 
@@ -229,21 +270,20 @@ impl Log {
         self.marks.get(i..).unwrap_or_default()
     }
 
-    /// The oldest entry that counts after `cutoff` (all count when `None`).
-    pub(super) fn first_live(&self, cutoff: Option<Micros>) -> Option<Item> {
+    /// Where the oldest entry that counts after `cutoff` is (all count when `None`).
+    pub(super) fn first_live(&self, cutoff: Option<Micros>) -> Option<Pos> {
         let live = |ts: Micros| cutoff.is_none_or(|c| ts > c);
-        let from = if live(self.head.ts) {
-            None
-        } else {
-            let marks = self.live_marks();
-            let expired = marks.partition_point(|m| !live(m.ts));
-            expired.checked_sub(1).and_then(|i| marks.get(i)).copied()
-        };
-        let mut scan = match from {
-            Some(mark) => self.scan_from(mark, 0),
+        if live(self.head.ts) {
+            // Nothing expired: the head is known without reading it.
+            return Some(self.head);
+        }
+        let marks = self.live_marks();
+        let expired = marks.partition_point(|m| !live(m.ts));
+        let mut scan = match expired.checked_sub(1).and_then(|i| marks.get(i)) {
+            Some(mark) => self.scan_from(*mark, 0),
             None => self.scan(),
         };
-        scan.find(|item| live(item.pos.ts))
+        scan.find(|item| live(item.pos.ts)).map(|item| item.pos)
     }
 
     /// The first entry by whose end `target` units (counted like `cum`) have been logged.
@@ -262,8 +302,8 @@ impl Log {
         let Some(first) = self.first_live(cutoff) else {
             return false;
         };
-        if first.pos.seq != self.head.seq {
-            self.head = first.pos;
+        if first.seq != self.head.seq {
+            self.head = first;
             self.merged = 0;
         }
         true
@@ -346,6 +386,34 @@ impl Log {
         };
         trim(&mut self.data, 64);
         trim(&mut self.marks, 4);
+    }
+
+    /// The kept entries as the codec writes them (see `SlidingLog::encode`), in O(1): the head
+    /// entry again, its Δ from the Unix epoch and its merged units added, then the packed bytes
+    /// after it as they are (the same layout), then the tail.
+    pub(super) fn encoding(&self) -> Encoding<'_> {
+        let mut at = usize::try_from(self.head.offset).unwrap_or(usize::MAX);
+        let head_units = if at < self.data.len() {
+            get_entry(&self.data, &mut at).map(|(_, units)| units.saturating_add(self.merged))
+        } else {
+            None
+        };
+        match head_units {
+            Some(units) => Encoding {
+                first: Some((self.head.ts / US_PER_MS, units)),
+                packed: self.data.get(at..).unwrap_or_default(),
+                last: (
+                    self.tail_ts.saturating_sub(self.last_ts) / US_PER_MS,
+                    self.tail_units,
+                ),
+            },
+            // The head is the tail: one entry.
+            None => Encoding {
+                first: None,
+                packed: &[],
+                last: (self.tail_ts / US_PER_MS, self.tail_units),
+            },
+        }
     }
 
     /// Heap bytes held, this struct included.

@@ -38,9 +38,9 @@ use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Verdict};
 use crate::core::param::{MAX_PARAM, check_count, check_duration};
 use crate::core::time::{MAX_TIME, Micros, US_PER_MS};
-use crate::core::varint::{self, Reader};
+use crate::core::varint::{self, Fixed, Reader};
 
-use log::{Log, put_entry};
+use log::{Log, entry_words, put_entry};
 
 /// The most entries one key keeps (see the module docs for what happens past it).
 pub const MAX_ENTRIES: u32 = 65_536;
@@ -145,6 +145,17 @@ impl SlidingLog {
         self.log.is_none()
     }
 
+    /// Bytes [`Algorithm::encode`] writes, in O(1): a log known too long to be replicated as
+    /// itself need not be encoded to find out.
+    pub fn encoded_len(&self) -> usize {
+        let p = &self.params;
+        [p.limit, p.window, p.precision, self.len() as u64]
+            .into_iter()
+            .map(varint::len_u64)
+            .sum::<usize>()
+            .saturating_add(self.log.as_ref().map_or(0, |l| l.encoding().len()))
+    }
+
     /// [`Algorithm::evaluate`] with an explicit bound on entries (tests use small ones).
     ///
     /// # Errors
@@ -163,8 +174,8 @@ impl SlidingLog {
         let first = log.and_then(|l| l.first_live(now.checked_sub(window)));
         let (count, live_entries, newest) = match (log, &first) {
             (Some(l), Some(f)) => {
-                let units = l.cum_end().saturating_sub(f.pos.cum);
-                let entries = l.tail_seq.saturating_sub(f.pos.seq).saturating_add(1);
+                let units = l.cum_end().saturating_sub(f.cum);
+                let entries = l.tail_seq.saturating_sub(f.seq).saturating_add(1);
                 (
                     u64::try_from(units).unwrap_or(u64::MAX),
                     entries,
@@ -188,10 +199,10 @@ impl SlidingLog {
                 .checked_sub(u128::from(limit))
                 .ok_or(CoreError::Overflow)?;
             let leaves = match (log, &first) {
-                (Some(l), Some(f)) => match l.reaching(f.pos.cum.saturating_add(need)) {
+                (Some(l), Some(f)) => match l.reaching(f.cum.saturating_add(need)) {
                     // This call's grant merges the two oldest: the first leaves with the second.
-                    Some(e) if merges && e.pos.seq == f.pos.seq => {
-                        l.scan_at(f).nth(1).map_or(at, |second| second.pos.ts)
+                    Some(e) if merges && e.pos.seq == f.seq => {
+                        l.scan_at(*f).nth(1).map_or(at, |second| second.pos.ts)
                     }
                     Some(e) => e.pos.ts,
                     // Only this call's own units are left to leave.
@@ -365,15 +376,28 @@ impl Algorithm for SlidingLog {
     /// `(Δms << 1) | flag` and the units when the flag is set, where the first Δ is from the
     /// Unix epoch.
     fn encode(&self, out: &mut Vec<u8>) {
-        varint::put_u64(out, self.params.limit);
-        varint::put_u64(out, self.params.window);
-        varint::put_u64(out, self.params.precision);
-        varint::put_u64(out, self.len() as u64);
-        let mut prev_ms = 0;
-        for (ts, units) in self.entries() {
-            let ms = ts / US_PER_MS;
-            put_entry(out, ms.saturating_sub(prev_ms), units);
-            prev_ms = ms;
+        let p = &self.params;
+        let enc = self.log.as_deref().map(Log::encoding);
+        // The parameters, the count and the first entry: built on the stack, copied at once.
+        let mut words = [p.limit, p.window, p.precision, self.len() as u64, 0, 0];
+        let mut n = 4;
+        if let Some((delta_ms, units)) = enc.and_then(|e| e.first)
+            && let Some(rest) = words.get_mut(4..)
+        {
+            n = entry_words(delta_ms, units, rest).saturating_add(4);
+        }
+        let words = words.get(..n).unwrap_or_default();
+        let mut head = Fixed::<96>::new();
+        for &w in words {
+            head.u64(w);
+        }
+        match head.bytes() {
+            Some(bytes) => out.extend_from_slice(bytes),
+            None => words.iter().for_each(|&w| varint::put_u64(out, w)),
+        }
+        if let Some(enc) = enc {
+            out.extend_from_slice(enc.packed);
+            put_entry(out, enc.last.0, enc.last.1);
         }
     }
 
