@@ -89,7 +89,7 @@ count() {
   fi
   rm -f "$work"/cg.*
   local per=$((total / N))
-  [ "$label" = INCR ] && incr=$per
+  case $label in INCR | "INCR hot") incr=$per ;; esac
   printf '| %s | %s | %s |\n' "$label" "$per" "$(awk -v a="$incr" -v b="$per" 'BEGIN { printf "%.2f", a / b }')"
 }
 
@@ -106,6 +106,10 @@ table() {
   count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h
   count "RL.SLIDING denied" "" -- RL.SLIDING "$K" 1 1h
+  # One hot key: an append to one stream per call (XADD, the floor of an append), against INCR.
+  count "INCR hot" "" -- INCR hot
+  count "XADD hot" "" -- XADD hot '*' count 1
+  count "RL.STREAMCOUNT hot 1h" "" -- RL.STREAMCOUNT hot 1h
   if [ "$with_replica" = 0 ]; then
     count "Lua GCRA (redis_rate)" bench/lua/gcra.lua -- "$K" 10000000 1 60
     count "Lua token bucket" bench/lua/token_bucket.lua -- "$K" 10000000 1 60000

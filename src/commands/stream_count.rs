@@ -13,18 +13,23 @@
 //! `PEXPIREAT key <ms>`), so replicas and the AOF never depend on the master's clock or on its
 //! stream node layout, and the keyspace events are those of the commands.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
-use crate::commands::evaluation_time;
+use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
+use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::stream_count::{
-    IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
+    ID_BUF, IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
 };
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
+use crate::ffi::command::{Argv, Handler};
 use crate::ffi::notify::{Class, notify_as};
-use crate::ffi::replicate::replicate_bytes;
+use crate::ffi::replicate::{
+    replicate_key_bytes, replicate_key_bytes_kw_bytes, replicate_key_kw_bytes,
+};
+use crate::ffi::reply;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
 use crate::{stats, tally_cache};
 
@@ -152,18 +157,27 @@ impl Drop for TallyGuard<'_> {
     }
 }
 
-fn reply(total: u64) -> RedisValue {
-    RedisValue::Integer(i64::try_from(total).unwrap_or(i64::MAX))
+fn reply_total(ctx: &Context, total: u64) {
+    reply::integer(ctx, i64::try_from(total).unwrap_or(i64::MAX));
 }
 
-/// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
+/// The handler Redis calls for RL.STREAMCOUNT (registered in `lib.rs`).
+pub struct StreamCount;
+
+impl Handler for StreamCount {
+    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes))
+    }
+}
+
+/// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t], on the call's arguments and their bytes;
+/// on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, an entry whose `count` is not an integer (named by its ID).
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let req = StreamCountRequest::parse(&bytes)?;
-    let name = args.get(1).ok_or(RlError::Arity)?;
+pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
+    let req = StreamCountRequest::parse(bytes)?;
+    let name = argv.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.at)?;
     let cut = StreamId::at_ms(window_start_ms(now, req.window));
     let db = selected_db(ctx);
@@ -174,12 +188,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let kind = key.kind();
     let mut guard = TallyGuard {
         db,
-        key: name.as_slice(),
+        key: name.bytes(),
         tally: None,
     };
-    let cached = tally_cache::begin(db, name.as_slice());
+    let cached = tally_cache::begin(db, name.bytes());
     let tally = match kind {
-        Kind::Other => return Err(RlError::WrongType.into()),
+        Kind::Other => return Err(RlError::WrongType),
         Kind::Missing => Tally::rebuilt(0, None, cut, 0, 0).ok_or(RlError::Overflow)?,
         Kind::Stream => current_tally(&key, cached, cut)?,
     };
@@ -188,11 +202,13 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let after = match plan(tally.sum, req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
-            return Ok(RedisValue::Integer(-1));
+            reply::integer(ctx, -1);
+            return Ok(());
         }
         Plan::Report(total) => {
             stats::STREAMCOUNT.record(true);
-            return Ok(reply(total));
+            reply_total(ctx, total);
+            return Ok(());
         }
         Plan::Append(after) => after,
     };
@@ -201,24 +217,27 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     // From here the stream changes: the tally is dropped unless every step is accounted for.
     guard.tally = None;
     let mut key = StreamKey::open(ctx, name, true);
-    let add = req.add.to_string();
+    let mut add_buf = [0u8; U64_DIGITS];
+    let add = format_u64_into(req.add, &mut add_buf);
     // The evaluation time's ID, never below the last entry; if a deleted entry left the
     // stream's last ID higher, the next automatic ID after it.
     let wanted =
         next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
     let id = wanted
-        .and_then(|id| key.add(Some(id), add.as_bytes()))
-        .or_else(|| key.add(None, add.as_bytes()))
+        .and_then(|id| key.add(Some(id), add))
+        .or_else(|| key.add(None, add))
         .ok_or_else(|| {
             RlError::Server("ERR the stream has exhausted the last possible ID".into())
         })?;
     let mut updated = tally.added(id, req.add);
-    let id_text = format!("{}-{}", id.ms, id.seq);
-    replicate_bytes(
+    let mut id_buf = [0u8; ID_BUF];
+    replicate_key_bytes_kw_bytes(
         ctx,
         c"XADD",
         name,
-        &[id_text.as_bytes(), b"count", add.as_bytes()],
+        id.format_into(&mut id_buf),
+        c"count",
+        add,
     );
     notify_as(ctx, Class::Stream, c"xadd", name);
 
@@ -227,8 +246,13 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         updated = updated.and_then(|t| t.trimmed(trimmed));
         // What the approximate trim removed, exactly: everything before the first entry kept.
         if let Some(first) = key.first() {
-            let first_text = format!("{}-{}", first.ms, first.seq);
-            replicate_bytes(ctx, c"XTRIM", name, &[b"MINID", first_text.as_bytes()]);
+            replicate_key_kw_bytes(
+                ctx,
+                c"XTRIM",
+                name,
+                c"MINID",
+                first.format_into(&mut id_buf),
+            );
         }
         notify_as(ctx, Class::Stream, c"xtrim", name);
     }
@@ -236,11 +260,15 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let expire_at = ceil_ms(now.saturating_add(req.window));
     if key.expire_at() != expire_at {
         key.set_expire_at(expire_at);
-        replicate_bytes(ctx, c"PEXPIREAT", name, &[expire_at.to_string().as_bytes()]);
+        // A time from `ceil_ms`: never negative.
+        let mut at_buf = [0u8; U64_DIGITS];
+        let at = format_u64_into(expire_at.unsigned_abs(), &mut at_buf);
+        replicate_key_bytes(ctx, c"PEXPIREAT", name, at);
         notify_as(ctx, Class::Generic, c"expire", name);
     }
     // Still what the stream holds? (Cheap: its length and last entry.)
     guard.tally = updated.filter(|t| t.len == key.len() && t.last == key.last());
     stats::STREAMCOUNT.record(true);
-    Ok(reply(after))
+    reply_total(ctx, after);
+    Ok(())
 }

@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 
+use crate::core::decimal::{U64_DIGITS, write_u64_before};
 use crate::core::time::{Micros, US_PER_MS};
 
 /// What to do with a call, given the window's current total.
@@ -72,9 +73,23 @@ pub struct StreamId {
     pub seq: u64,
 }
 
+/// Room for any ID rendered by [`StreamId::format_into`]: two `u64` and the dash.
+pub const ID_BUF: usize = 2 * U64_DIGITS + 1;
+
 impl StreamId {
     /// The smallest ID.
     pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+
+    /// The ID as Redis writes it, `<ms>-<seq>`, into `buf` without allocating.
+    pub fn format_into(self, buf: &mut [u8; ID_BUF]) -> &[u8] {
+        let seq_start = write_u64_before(self.seq, buf, ID_BUF);
+        let dash = seq_start.saturating_sub(1);
+        if let Some(slot) = buf.get_mut(dash) {
+            *slot = b'-';
+        }
+        let start = write_u64_before(self.ms, buf, dash);
+        buf.get(start..).unwrap_or_default()
+    }
 
     /// The first ID of millisecond `ms`.
     pub const fn at_ms(ms: u64) -> Self {
@@ -513,6 +528,22 @@ mod tests {
         assert_eq!(t.len, m.len() as u64);
         assert_eq!(t.last, m.last().map(|e| e.0));
         assert_eq!(t.below, m.iter().filter(|(i, _)| *i < t.cut).count() as u64);
+    }
+
+    #[test]
+    fn stream_ids_format_as_redis_writes_them() {
+        let mut buf = [0u8; ID_BUF];
+        for (ms, seq) in [
+            (0, 0),
+            (1_700_000_000_123, 7),
+            (u64::MAX, u64::MAX),
+            (5, 10),
+        ] {
+            assert_eq!(
+                id(ms, seq).format_into(&mut buf),
+                format!("{ms}-{seq}").as_bytes()
+            );
+        }
     }
 
     #[test]

@@ -32,18 +32,6 @@ pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
     };
 }
 
-/// Propagate `cmd key args...`, the arguments given as bytes (copied into strings for the call).
-pub fn replicate_bytes(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[&[u8]]) {
-    let owned: Vec<RedisString> = args
-        .iter()
-        .map(|a| RedisString::create_from_slice(ctx.ctx, a))
-        .collect();
-    let mut all: Vec<&RedisString> = Vec::with_capacity(owned.len().saturating_add(1));
-    all.push(key);
-    all.extend(owned.iter());
-    replicate(ctx, cmd, &all);
-}
-
 /// Propagate `cmd args... kw value` (one command, no MULTI around it): the strings `args`, then
 /// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
 pub fn replicate_with<'a>(
@@ -109,6 +97,61 @@ pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]
             cmd.as_ptr(),
             c"sb".as_ptr().cast::<c_char>(),
             key.raw(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
+
+/// Propagate `cmd key kw value` (one command): the call's key string, the C string `kw` and the
+/// bytes `value`, which Redis turns into strings itself.
+pub fn replicate_key_kw_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, kw: &CStr, value: &[u8]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    // SAFETY: format "scb" takes a RedisModuleString, a NUL-terminated C string and a (pointer,
+    // length) buffer; `key` is a live string of this call, `kw` and `value` live for the call;
+    // Redis retains or copies all three.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"scb".as_ptr().cast::<c_char>(),
+            key.raw(),
+            kw.as_ptr(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
+
+/// Propagate `cmd key first kw value` (one command): the call's key string, the bytes `first`,
+/// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
+pub fn replicate_key_bytes_kw_bytes(
+    ctx: &Context,
+    cmd: &CStr,
+    key: Arg<'_>,
+    first: &[u8],
+    kw: &CStr,
+    value: &[u8],
+) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    // SAFETY: format "sbcb" takes a RedisModuleString, a (pointer, length) buffer, a
+    // NUL-terminated C string and another buffer; `key` is a live string of this call, the
+    // others live for the call; Redis retains or copies all four.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"sbcb".as_ptr().cast::<c_char>(),
+            key.raw(),
+            first.as_ptr().cast::<c_char>(),
+            first.len(),
+            kw.as_ptr(),
             value.as_ptr().cast::<c_char>(),
             value.len(),
         )

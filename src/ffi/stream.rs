@@ -4,10 +4,11 @@
 
 use std::os::raw::{c_char, c_int, c_long};
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
 
 use crate::core::decimal::parse_u64_digits;
 use crate::core::stream_count::{IdRange, StreamId};
+use crate::ffi::command::Arg;
 
 /// What a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +85,7 @@ pub struct StreamKey {
 impl StreamKey {
     /// Open `name` for reading, or for reading and writing. (Closing a key opened for writing
     /// signals it as modified to WATCH, so read-only calls open it for reading.)
-    pub fn open(ctx: &Context, name: &RedisString, write: bool) -> Self {
+    pub fn open(ctx: &Context, name: Arg<'_>, write: bool) -> Self {
         let mode = if write {
             raw::KeyMode::READ | raw::KeyMode::WRITE
         } else {
@@ -92,7 +93,7 @@ impl StreamKey {
         };
         StreamKey {
             ctx: ctx.ctx,
-            key: raw::open_key(ctx.ctx, name.inner, mode),
+            key: raw::open_key(ctx.ctx, name.raw(), mode),
         }
     }
 
