@@ -20,7 +20,8 @@ use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
 use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::stream_count::{
-    ID_BUF, IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
+    Cached, ID_BUF, IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan,
+    window_start_ms,
 };
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
@@ -102,22 +103,27 @@ fn to_end(from: StreamId) -> IdRange {
     }
 }
 
-/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
-/// from the stream.
+/// The tally of the window starting at `cut` read from the stream of `len` entries.
 ///
 /// # Errors
 /// An entry in the window without an integer `count`, a sum over 64 bits.
-fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Result<Tally, RlError> {
-    let len = key.len();
-    let last = key.last();
-    let rebuild = || -> Result<Tally, RlError> {
-        let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
-        Tally::rebuilt(len, last, cut, n, sum).ok_or(RlError::Overflow)
-    };
-    let Some(t) = cached else {
-        return rebuild();
-    };
-    let reconciled = match t.reconcile(len, last) {
+fn rebuild(key: &StreamKey, len: u64, cut: StreamId) -> Result<Tally, RlError> {
+    let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
+    Tally::rebuilt(len, key.last(), cut, n, sum).ok_or(RlError::Overflow)
+}
+
+/// `t` brought up to the stream of `len` entries ending at `last`, reading only what other
+/// writers appended; `None` when it must be rebuilt.
+///
+/// # Errors
+/// An appended entry without an integer `count`, a sum over 64 bits.
+fn reconcile(
+    key: &StreamKey,
+    t: Tally,
+    len: u64,
+    last: Option<StreamId>,
+) -> Result<Option<Tally>, RlError> {
+    Ok(match t.reconcile(len, last) {
         Reconcile::Same => Some(t),
         Reconcile::HeadTrimmed => t.head_trimmed(len),
         Reconcile::Appended { below, window } => {
@@ -129,9 +135,27 @@ fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Resul
             last.and_then(|last| t.appended(len, last, below_n, window_n, window_sum))
         }
         Reconcile::Rebuild => None,
+    })
+}
+
+/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
+/// from the stream.
+///
+/// A quiet cached tally (no other writer's append or trim since it was stored) of the
+/// stream's length is taken as it is; any other is reconciled with the stream's length and
+/// last entry.
+///
+/// # Errors
+/// An entry in the window without an integer `count`, a sum over 64 bits.
+fn current_tally(key: &StreamKey, cached: Option<Cached>, cut: StreamId) -> Result<Tally, RlError> {
+    let len = key.len();
+    let reconciled = match cached {
+        Some(c) if c.quiet && c.tally.len == len => Some(c.tally),
+        Some(c) => reconcile(key, c.tally, len, key.last())?,
+        None => None,
     };
     let Some(t) = reconciled else {
-        return rebuild();
+        return rebuild(key, len, cut);
     };
     let (n, sum) = match t.slide(cut) {
         Slide::Stay => (0, 0),
@@ -139,7 +163,7 @@ fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Resul
     };
     match t.slid(cut, n, sum) {
         Some(t) => Ok(t),
-        None => rebuild(),
+        None => rebuild(key, len, cut),
     }
 }
 
@@ -239,9 +263,14 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
         c"count",
         add,
     );
-    notify_as(ctx, Class::Stream, c"xadd", name);
+    tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xadd", name));
 
-    let trimmed = key.trim_below(cut);
+    // With no entry below the cut (the tally knows) there is nothing to trim.
+    let trimmed = if updated.is_some_and(|t| t.below == 0) {
+        0
+    } else {
+        key.trim_below(cut)
+    };
     if trimmed > 0 {
         updated = updated.and_then(|t| t.trimmed(trimmed));
         // What the approximate trim removed, exactly: everything before the first entry kept.
@@ -254,7 +283,7 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
                 first.format_into(&mut id_buf),
             );
         }
-        notify_as(ctx, Class::Stream, c"xtrim", name);
+        tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xtrim", name));
     }
 
     let expire_at = ceil_ms(now.saturating_add(req.window));
@@ -266,8 +295,11 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
         replicate_key_bytes(ctx, c"PEXPIREAT", name, at);
         notify_as(ctx, Class::Generic, c"expire", name);
     }
-    // Still what the stream holds? (Cheap: its length and last entry.)
-    guard.tally = updated.filter(|t| t.len == key.len() && t.last == key.last());
+    // Still what the stream holds? Its last entry is the one just added when that is at or
+    // after the cut (the trim keeps those; an automatic ID behind an `AT` ahead of the clock
+    // may not be), so its length says whether anything else changed; another writer's append
+    // or trim from inside our events left the tally not quiet, to be reconciled next time.
+    guard.tally = updated.filter(|t| t.len == key.len() && (id >= cut || t.last == key.last()));
     stats::STREAMCOUNT.record(true);
     reply_total(ctx, after);
     Ok(())
