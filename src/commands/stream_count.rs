@@ -27,9 +27,7 @@ use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::command::{Argv, Handler};
 use crate::ffi::notify::{Class, notify_as};
-use crate::ffi::replicate::{
-    replicate_key_bytes, replicate_key_bytes_kw_bytes, replicate_key_kw_bytes,
-};
+use crate::ffi::replicate::{replicate_key_bytes, replicate_key_kw_bytes, replicate_xadd};
 use crate::ffi::reply;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
 use crate::{stats, tally_cache};
@@ -241,28 +239,19 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     // From here the stream changes: the tally is dropped unless every step is accounted for.
     guard.tally = None;
     let mut key = StreamKey::open(ctx, name, true);
-    let mut add_buf = [0u8; U64_DIGITS];
-    let add = format_u64_into(req.add, &mut add_buf);
     // The evaluation time's ID, never below the last entry; if a deleted entry left the
     // stream's last ID higher, the next automatic ID after it.
     let wanted =
         next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
     let id = wanted
-        .and_then(|id| key.add(Some(id), add))
-        .or_else(|| key.add(None, add))
+        .and_then(|id| key.add(Some(id), req.add))
+        .or_else(|| key.add(None, req.add))
         .ok_or_else(|| {
             RlError::Server("ERR the stream has exhausted the last possible ID".into())
         })?;
     let mut updated = tally.added(id, req.add);
     let mut id_buf = [0u8; ID_BUF];
-    replicate_key_bytes_kw_bytes(
-        ctx,
-        c"XADD",
-        name,
-        id.format_into(&mut id_buf),
-        c"count",
-        add,
-    );
+    replicate_xadd(ctx, name, id.format_into(&mut id_buf), req.add);
     tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xadd", name));
 
     // With no entry below the cut (the tally knows) there is nothing to trim.

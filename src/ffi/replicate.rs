@@ -126,34 +126,29 @@ pub fn replicate_key_kw_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, kw: &CStr
     };
 }
 
-/// Propagate `cmd key first kw value` (one command): the call's key string, the bytes `first`,
-/// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
-pub fn replicate_key_bytes_kw_bytes(
-    ctx: &Context,
-    cmd: &CStr,
-    key: Arg<'_>,
-    first: &[u8],
-    kw: &CStr,
-    value: &[u8],
-) {
+/// Propagate `XADD key <id> count <n>` (one command): the call's key string, the bytes `id`, and
+/// the entry's own strings (shared with the append, no new ones).
+pub fn replicate_xadd(ctx: &Context, key: Arg<'_>, id: &[u8], n: u64) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return;
     };
-    // SAFETY: format "sbcb" takes a RedisModuleString, a (pointer, length) buffer, a
-    // NUL-terminated C string and another buffer; `key` is a live string of this call, the
-    // others live for the call; Redis retains or copies all four.
+    let Some((field, value)) = crate::ffi::stream::entry_strings(n) else {
+        return;
+    };
+    // SAFETY: format "sbss" takes a RedisModuleString, a (pointer, length) buffer and two more
+    // RedisModuleStrings; `key` is a live string of this call, `id` lives for the call, `field`
+    // and `value` are live strings the module keeps; Redis retains the strings and copies `id`.
     unsafe {
         f(
             ctx.ctx,
-            cmd.as_ptr(),
-            c"sbcb".as_ptr().cast::<c_char>(),
+            c"XADD".as_ptr(),
+            c"sbss".as_ptr().cast::<c_char>(),
             key.raw(),
-            first.as_ptr().cast::<c_char>(),
-            first.len(),
-            kw.as_ptr(),
-            value.as_ptr().cast::<c_char>(),
-            value.len(),
+            id.as_ptr().cast::<c_char>(),
+            id.len(),
+            field,
+            value,
         )
     };
 }
