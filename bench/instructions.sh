@@ -3,6 +3,8 @@
 # not move with the machine's load, unlike requests per second. For each command it starts a
 # server under callgrind, warms up 1,000 keys, then counts every instruction the server runs
 # (network, parsing, the command, the reply) over N calls at pipeline 16 and divides by N.
+# The `hot` rows use one key instead: INCR, XADD (the floor of an append to a stream) and
+# RL.STREAMCOUNT with a one-hour window (an append per call), their ratio to `INCR hot`.
 # The second table does the same with a replica attached to the counted master (the replica, a
 # plain redis-server with the module, is not counted): the cost of propagation.
 #
@@ -119,7 +121,8 @@ table() {
 }
 
 header="| command | instructions per call | ×INCR (INCR's count / this one's) |"
-echo "Instructions per call in redis-server (callgrind), $N calls at pipeline 16 over 1,000 keys;"
+echo "Instructions per call in redis-server (callgrind), $N calls at pipeline 16 over 1,000 keys"
+echo "(rows \`hot\`: one key, ×INCR against \`INCR hot\`);"
 echo "$(redis-server --version | cut -d' ' -f1-3). Reproduce: bench/instructions.sh $N"
 if [ "$REPLICA" != only ]; then
   echo
