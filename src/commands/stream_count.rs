@@ -3,8 +3,9 @@
 //! A sliding-window counter on a real Redis stream, in the layout of the classic Lua script (one
 //! entry per accepted call, field `count`), so existing keys keep working.
 //!
-//! The window's total is a running total ([`Tally`], kept in `tally_cache`): reconciled with the
-//! stream's length and last entry ID (reading only entries appended by other writers), slid to
+//! The window's total is a running total ([`Tally`], kept in `tally_cache`): checked against the
+//! stream's length, and after another writer's append or trim (an `xadd` or `xtrim` event) also
+//! reconciled with its last entry ID (reading only entries appended by other writers), slid to
 //! the new window start (reading only the entries that left or entered), and rebuilt by reading
 //! the window when the figures disagree or a keyspace event dropped it. Amortized O(1) per call.
 //!

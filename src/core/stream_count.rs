@@ -18,6 +18,11 @@
 //!   is rebuilt;
 //! - anything else: rebuilt by reading the window.
 //!
+//! Reading the last entry ID costs a stream iterator, so it is skipped while the tally is
+//! *quiet*: no `xadd` or `xtrim` keyspace event of another writer reached the key since the
+//! tally was stored (the call's own events do not count, see [`TallyCache::touched`]). A quiet
+//! tally whose length is the stream's is taken as it is.
+//!
 //! Then the cut slides to the new window start, reading only the entries between the old and
 //! the new cut (each entry leaves the window once): amortized O(1) per call.
 
