@@ -871,7 +871,8 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 
 /// Valid payloads of every algorithm, as an AOF rewrite without the RDB preamble writes them
-/// (`RL._RESTORE key payload`).
+/// (`RL._RESTORE key payload`), and as granted calls of small limiters propagate them
+/// (`RL._SET key payload`).
 fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     let mut c = s.conn();
     let t = base_ms();
@@ -936,26 +937,52 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
         },
     );
     let dir = s.dir.join("appendonlydir");
-    let base = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
-        .expect("a base AOF file");
+    let base = dir_file(&dir, ".base.aof");
     let aof = std::fs::read(&base).expect("read the base AOF");
+    // Granted calls of small limiters propagate their new value (`RL._SET`): the fixed-width
+    // form of the schedules, the codec's of the others.
+    let at = (t + 2_000).to_string();
+    for call in [
+        &["RL.GCRA", "s:gcra", "10", "3", "1s"][..],
+        &["RL.TOKENBUCKET", "s:tb", "10", "3", "1s"],
+        &["RL.LEAKYBUCKET", "s:lb", "10", "3", "1s"],
+        &["CL.THROTTLE", "s:cell", "5", "10", "60", "1"],
+        &["RL.FIXED", "s:fixed", "10", "1h"],
+        &["RL.SLIDINGCOUNTER", "s:sc", "10", "1m"],
+    ] {
+        c.ints(&[call, &["AT", at.as_str()]].concat());
+    }
+    let incr = dir_file(&dir, ".incr.aof");
+    let appended = std::fs::read(&incr).expect("read the incremental AOF");
     c.ok(&["CONFIG", "SET", "appendonly", "no"]);
     c.ok(&["FLUSHALL"]);
-    let payloads: Vec<Vec<u8>> = parse_aof(&aof)
-        .into_iter()
-        .filter(|cmd| cmd.len() >= 3 && cmd[0].eq_ignore_ascii_case(b"rl._restore"))
-        .map(|cmd| cmd[2].clone())
-        .collect();
+    let payloads_of = |aof: &[u8], cmd_name: &[u8]| -> Vec<Vec<u8>> {
+        parse_aof(aof)
+            .into_iter()
+            .filter(|cmd| cmd.len() >= 3 && cmd[0].eq_ignore_ascii_case(cmd_name))
+            .map(|cmd| cmd[2].clone())
+            .collect()
+    };
+    let mut payloads = payloads_of(&aof, b"rl._restore");
     assert_eq!(
         payloads.len(),
         8,
         "one RL._RESTORE per key in {}",
         base.display()
     );
+    let set = payloads_of(&appended, b"rl._set");
+    assert_eq!(set.len(), 6, "one RL._SET per call in {}", incr.display());
+    payloads.extend(set);
     payloads
+}
+
+/// The file of `dir` whose name ends in `suffix`.
+fn dir_file(dir: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .find(|p| p.to_string_lossy().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
 }
 
 /// The commands of an AOF file (RESP arrays of bulk strings).

@@ -165,15 +165,10 @@ thread_local! {
 /// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
 /// bytes; `false` (nothing propagated) otherwise.
 pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
-    // The common value encodes on the stack, without the shared buffer.
-    if let Some(enc) = state.fixed_encoding() {
-        return match enc.bytes() {
-            Some(bytes) if bytes.len() <= STATE_REPLICATION_MAX => {
-                ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, bytes);
-                true
-            }
-            _ => false,
-        };
+    // The common value is a copy of its fixed-width words.
+    if let Some(payload) = state.fixed_payload() {
+        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, &payload);
+        return true;
     }
     PAYLOAD.with_borrow_mut(|buf| {
         buf.clear();

@@ -11,15 +11,24 @@
 //! (the common case) is still written as version 1, byte for byte as before, and both versions
 //! are read.
 //!
+//! Version 3 is the fixed-width form of a GCRA, token bucket or leaky bucket value with no
+//! `DEDUP` id and no block, whose fields fit fixed-width words ([`FIXED_LEN`] bytes,
+//! little-endian: last update 8, TAT 8, `burst | rate << 32` 8, period 6), after the version and
+//! kind bytes: 32 bytes in all. A key's in-memory value keeps these words (`core::packed`), so a
+//! granted call replicates its new value (`RL._SET`) with a copy instead of an encoding. It is
+//! read everywhere; RDB and AOF rewrite still write versions 1 and 2.
+//!
 //! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
 //! `None`. Change the layout only by bumping [`CODEC_VERSION`] and keeping a decoder for the old
 //! ones.
 
 use crate::core::dedup::{DedupId, Entry};
 use crate::core::extras::Extras;
-use crate::core::gcra::MAX_PARAM;
+use crate::core::gcra::{Gcra, MAX_PARAM, Schedule};
 use crate::core::kind::Kind;
+use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::state::{AlgoState, LimiterState};
+use crate::core::token_bucket::TokenBucket;
 use crate::core::varint::{Reader, put_u64};
 
 /// Version byte of the newest layout.
@@ -27,6 +36,93 @@ pub const CODEC_VERSION: u8 = 2;
 
 /// Version byte of the layout without blocks and settled ids.
 pub const CODEC_VERSION_1: u8 = 1;
+
+/// Version byte of a schedule's fixed-width form.
+pub const CODEC_FIXED: u8 = 3;
+
+/// Bytes of a schedule's fixed-width words.
+pub const FIXED_LEN: usize = 30;
+
+/// Bytes of a version 3 payload: version, kind, the fixed-width words.
+pub const FIXED_PAYLOAD_LEN: usize = FIXED_LEN + 2;
+
+/// The schedule of a GCRA, token bucket or leaky bucket state.
+pub fn schedule_of(algo: &AlgoState) -> Option<&Schedule> {
+    match algo {
+        AlgoState::Gcra(a) => Some(&a.0),
+        AlgoState::TokenBucket(a) => Some(&a.0),
+        AlgoState::LeakyBucket(a) => Some(&a.0),
+        _ => None,
+    }
+}
+
+/// The state of algorithm `kind` over schedule `s` (`None`: `kind` is no schedule).
+pub fn with_schedule(kind: Kind, s: Schedule) -> Option<AlgoState> {
+    match kind {
+        Kind::Gcra => Some(AlgoState::Gcra(Gcra(s))),
+        Kind::TokenBucket => Some(AlgoState::TokenBucket(TokenBucket(s))),
+        Kind::LeakyBucket => Some(AlgoState::LeakyBucket(LeakyBucket(s))),
+        _ => None,
+    }
+}
+
+/// `last_update` and a schedule's fixed parts as the bytes of a [`FIXED`] value.
+pub fn fixed_bytes(last_update: u64, [tat, burst_rate, period]: [u64; 3]) -> [u8; FIXED_LEN] {
+    let mut bytes = [0u8; FIXED_LEN];
+    if let Some((a, rest)) = bytes.split_first_chunk_mut::<8>()
+        && let Some((b, rest)) = rest.split_first_chunk_mut::<8>()
+        && let Some((c, rest)) = rest.split_first_chunk_mut::<8>()
+        && let Some((d, _)) = rest.split_first_chunk_mut::<6>()
+        && let Some((p, _)) = period.to_le_bytes().split_first_chunk::<6>()
+    {
+        *a = last_update.to_le_bytes();
+        *b = tat.to_le_bytes();
+        *c = burst_rate.to_le_bytes();
+        *d = *p;
+    }
+    bytes
+}
+
+/// The inverse of [`fixed_bytes`]: `last_update` and the fixed parts.
+pub fn fixed_words(bytes: &[u8; FIXED_LEN]) -> (u64, [u64; 3]) {
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        if let Some((head, _)) = b.split_first_chunk::<8>() {
+            w = *head;
+        } else if let Some((head, _)) = b.split_first_chunk::<6>()
+            && let Some((low, _)) = w.split_first_chunk_mut::<6>()
+        {
+            *low = *head;
+        }
+        u64::from_le_bytes(w)
+    };
+    let rest = |n: usize| bytes.get(n..).unwrap_or_default();
+    (word(bytes), [word(rest(8)), word(rest(16)), word(rest(24))])
+}
+
+/// The version 3 payload of a schedule of algorithm `kind` kept as fixed-width `words`.
+pub fn fixed_payload(kind: Kind, words: &[u8; FIXED_LEN]) -> [u8; FIXED_PAYLOAD_LEN] {
+    let mut out = [0u8; FIXED_PAYLOAD_LEN];
+    if let Some(([version, tag], rest)) = out.split_first_chunk_mut::<2>() {
+        *version = CODEC_FIXED;
+        *tag = kind as u8;
+        if let Some((body, _)) = rest.split_first_chunk_mut::<FIXED_LEN>() {
+            *body = *words;
+        }
+    }
+    out
+}
+
+/// Decode a version 3 payload (all of `input`, version byte included).
+fn decode_fixed(input: &[u8]) -> Option<LimiterState> {
+    let [CODEC_FIXED, tag, rest @ ..] = input else {
+        return None;
+    };
+    let words: &[u8; FIXED_LEN] = rest.try_into().ok()?;
+    let (last_update, parts) = fixed_words(words);
+    let algo = with_schedule(Kind::from_tag(*tag)?, Schedule::from_fixed_parts(parts)?)?;
+    Some(LimiterState::new(algo, last_update))
+}
 
 /// Encode a whole limiter value.
 pub fn encode(state: &LimiterState) -> Vec<u8> {
@@ -69,6 +165,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
     let v2 = match r.byte()? {
         CODEC_VERSION_1 => false,
         CODEC_VERSION => true,
+        CODEC_FIXED => return decode_fixed(input),
         _ => return None,
     };
     let algo = match r.byte()? {
@@ -168,7 +265,24 @@ pub(crate) mod tests {
     fn codec_rejects_bad_payloads() {
         let good = encode(&gcra_state());
         assert_eq!(decode(&[]), None);
-        assert_eq!(decode(&[3, 1]), None, "unknown version");
+        assert_eq!(decode(&[4, 1]), None, "unknown version");
+        assert_eq!(decode(&[CODEC_FIXED, 1]), None, "short fixed form");
+        // The fixed form: a GCRA of burst 3, rate 7, period 9 µs; zero burst or rate, or a kind
+        // that is not a schedule, is refused.
+        let mut fixed = [0u8; FIXED_PAYLOAD_LEN];
+        fixed[..2].copy_from_slice(&[CODEC_FIXED, Kind::Gcra as u8]);
+        fixed[18..24].copy_from_slice(&[3, 0, 0, 0, 7, 0]);
+        fixed[26] = 9;
+        let want = LimiterState::new(
+            Gcra::fresh(&GcraParams::new(3, 7, 9).unwrap()).into_state(),
+            0,
+        );
+        assert_eq!(decode(&fixed), Some(want));
+        for (at, value) in [(18, 0), (22, 0), (1, Kind::Fixed as u8), (1, 0)] {
+            let mut bad = fixed;
+            bad[at] = value;
+            assert_eq!(decode(&bad), None, "byte {at} = {value}");
+        }
         assert_eq!(decode(&[1, 99, 0]), None, "unknown kind");
         for cut in 0..good.len() {
             assert_eq!(decode(&good[..cut]), None, "truncated at {cut}");

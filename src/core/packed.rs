@@ -11,15 +11,17 @@
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
-use crate::core::gcra::{Gcra, Schedule};
+use crate::core::codec::{self, FIXED_LEN, fixed_bytes, fixed_words, schedule_of, with_schedule};
+use crate::core::gcra::Schedule;
 use crate::core::kind::Kind;
-use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::state::{AlgoState, LimiterState};
-use crate::core::token_bucket::TokenBucket;
 use crate::core::varint::{Fixed, Reader, put_u64};
 
 /// Bytes of an inline encoding.
 pub const INLINE_MAX: usize = 30;
+
+// A schedule's fixed-width words fill the inline bytes.
+const _: () = assert!(INLINE_MAX == FIXED_LEN);
 
 /// The `len` of a schedule kept as fixed-width words (little-endian): `last_update` (8 bytes),
 /// then [`Schedule::fixed_parts`]: the TAT (8), `burst | rate << 32` (8) and the period (6).
@@ -47,60 +49,6 @@ const _: () = assert!(std::mem::size_of::<Packed>() == 32);
 thread_local! {
     /// The encoding buffer of [`Packed::pack`], reused (commands run on one thread).
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The schedule of a GCRA, token bucket or leaky bucket state.
-fn schedule_of(algo: &AlgoState) -> Option<&Schedule> {
-    match algo {
-        AlgoState::Gcra(a) => Some(&a.0),
-        AlgoState::TokenBucket(a) => Some(&a.0),
-        AlgoState::LeakyBucket(a) => Some(&a.0),
-        _ => None,
-    }
-}
-
-/// The state of algorithm `kind` over schedule `s` (`None`: `kind` is no schedule).
-fn with_schedule(kind: Kind, s: Schedule) -> Option<AlgoState> {
-    match kind {
-        Kind::Gcra => Some(AlgoState::Gcra(Gcra(s))),
-        Kind::TokenBucket => Some(AlgoState::TokenBucket(TokenBucket(s))),
-        Kind::LeakyBucket => Some(AlgoState::LeakyBucket(LeakyBucket(s))),
-        _ => None,
-    }
-}
-
-/// `last_update` and a schedule's fixed parts as the bytes of a [`FIXED`] value.
-fn fixed_bytes(last_update: u64, [tat, burst_rate, period]: [u64; 3]) -> [u8; INLINE_MAX] {
-    let mut bytes = [0u8; INLINE_MAX];
-    if let Some((a, rest)) = bytes.split_first_chunk_mut::<8>()
-        && let Some((b, rest)) = rest.split_first_chunk_mut::<8>()
-        && let Some((c, rest)) = rest.split_first_chunk_mut::<8>()
-        && let Some((d, _)) = rest.split_first_chunk_mut::<6>()
-        && let Some((p, _)) = period.to_le_bytes().split_first_chunk::<6>()
-    {
-        *a = last_update.to_le_bytes();
-        *b = tat.to_le_bytes();
-        *c = burst_rate.to_le_bytes();
-        *d = *p;
-    }
-    bytes
-}
-
-/// The inverse of [`fixed_bytes`]: `last_update` and the fixed parts.
-fn fixed_words(bytes: &[u8; INLINE_MAX]) -> (u64, [u64; 3]) {
-    let word = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        if let Some((head, _)) = b.split_first_chunk::<8>() {
-            w = *head;
-        } else if let Some((head, _)) = b.split_first_chunk::<6>()
-            && let Some((low, _)) = w.split_first_chunk_mut::<6>()
-        {
-            *low = *head;
-        }
-        u64::from_le_bytes(w)
-    };
-    let rest = |n: usize| bytes.get(n..).unwrap_or_default();
-    (word(bytes), [word(rest(8)), word(rest(16)), word(rest(24))])
 }
 
 impl Inline {
@@ -299,6 +247,15 @@ pub enum Encodable<'a> {
 }
 
 impl Encodable<'_> {
+    /// The codec's version 3 payload of a fixed-width inline value (the common case): a copy
+    /// of its words; `None` for any other value.
+    pub fn fixed_payload(self) -> Option<[u8; codec::FIXED_PAYLOAD_LEN]> {
+        match self {
+            Encodable::Inline(i) if i.len == FIXED => Some(codec::fixed_payload(i.kind, &i.bytes)),
+            _ => None,
+        }
+    }
+
     /// The codec encoding of a fixed-width inline value (the common case), built on the stack;
     /// `None` for any other value (see [`Encodable::encode_into`]).
     pub fn fixed_encoding(self) -> Option<Fixed<64>> {
@@ -312,7 +269,7 @@ impl Encodable<'_> {
         // Five varints of at most 10 bytes, three bytes and 7 spare for the last store.
         let (last_update, [tat, burst_rate, period]) = fixed_words(&i.bytes);
         let mut enc = Fixed::<64>::new();
-        enc.byte(crate::core::codec::CODEC_VERSION_1);
+        enc.byte(codec::CODEC_VERSION_1);
         enc.byte(i.kind as u8);
         for v in [
             last_update,
@@ -338,12 +295,12 @@ impl Encodable<'_> {
                 // The codec's layout (version 1: no block, no settled id): version, kind, then
                 // what the inline value holds, then no DEDUP id.
                 out.reserve(INLINE_MAX + 3);
-                out.push(crate::core::codec::CODEC_VERSION_1);
+                out.push(codec::CODEC_VERSION_1);
                 out.push(i.kind as u8);
                 out.extend_from_slice(i.bytes.get(..usize::from(i.len)).unwrap_or_default());
                 out.push(0);
             }
-            Encodable::Full(s) => crate::core::codec::encode_into(s, out),
+            Encodable::Full(s) => codec::encode_into(s, out),
         }
     }
 }
@@ -441,6 +398,13 @@ mod tests {
             packed.stored().encode_into(&mut enc);
             prop_assert_eq!(&enc, &codec::encode(&state));
             prop_assert_eq!(codec::decode(&enc), Some(state.clone()));
+            // What a granted call replicates: the fixed-width words, decoding to the value.
+            let payload = packed.stored().fixed_payload();
+            prop_assert_eq!(payload.is_some(), fits);
+            if let Some(payload) = payload {
+                prop_assert_eq!(payload.first(), Some(&codec::CODEC_FIXED));
+                prop_assert_eq!(codec::decode(&payload), Some(state.clone()));
+            }
             // Changed and stored back: the form follows the new value.
             let mut s = packed.unpack().unwrap();
             s.last_update = last ^ 1;
@@ -468,6 +432,38 @@ mod tests {
             if let Some(state) = decoded {
                 prop_assert_eq!(codec::decode(&enc), Some(state));
             }
+        }
+
+        /// Any version 3 payload decodes to a valid value that its version 1 encoding gives back
+        /// (the parameters are checked as the codec checks them), or is refused.
+        #[test]
+        fn any_fixed_payload_is_valid_or_refused(
+            tag in prop_oneof![1u8..=3, any::<u8>()],
+            words in prop::array::uniform30(any::<u8>()),
+            small in any::<bool>(),
+        ) {
+            let mut words = words;
+            if small {
+                // Small, nonzero burst and rate: mostly valid parameters.
+                words[16..24].copy_from_slice(&[3, 0, 0, 0, 7, 0, 0, 0]);
+            }
+            let mut payload = vec![codec::CODEC_FIXED, tag];
+            payload.extend_from_slice(&words);
+            let decoded = codec::decode(&payload);
+            if let Some(state) = &decoded {
+                prop_assert!(matches!(
+                    state.kind(),
+                    Some(Kind::Gcra | Kind::TokenBucket | Kind::LeakyBucket)
+                ));
+                prop_assert_eq!(codec::decode(&codec::encode(state)), Some(state.clone()));
+                prop_assert_eq!(Packed::pack(state.clone()).stored().fixed_payload(), Some(
+                    payload.clone().try_into().unwrap()
+                ));
+            }
+            // Bytes short or over are refused.
+            prop_assert_eq!(codec::decode(&payload[..payload.len() - 1]), None);
+            payload.push(0);
+            prop_assert_eq!(codec::decode(&payload), None);
         }
 
         /// Varints written at once into a fixed buffer are the ones `put_u64` writes.
