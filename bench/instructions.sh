@@ -3,6 +3,8 @@
 # not move with the machine's load, unlike requests per second. For each command it starts a
 # server under callgrind, warms up 1,000 keys, then counts every instruction the server runs
 # (network, parsing, the command, the reply) over N calls at pipeline 16 and divides by N.
+# The `hot` rows use one key instead: INCR, XADD (the floor of an append to a stream) and
+# RL.STREAMCOUNT with a one-hour window (an append per call), their ratio to `INCR hot`.
 # The second table does the same with a replica attached to the counted master (the replica, a
 # plain redis-server with the module, is not counted): the cost of propagation.
 #
@@ -89,7 +91,7 @@ count() {
   fi
   rm -f "$work"/cg.*
   local per=$((total / N))
-  [ "$label" = INCR ] && incr=$per
+  case $label in INCR | "INCR hot") incr=$per ;; esac
   printf '| %s | %s | %s |\n' "$label" "$per" "$(awk -v a="$incr" -v b="$per" 'BEGIN { printf "%.2f", a / b }')"
 }
 
@@ -106,6 +108,10 @@ table() {
   count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h
   count "RL.SLIDING denied" "" -- RL.SLIDING "$K" 1 1h
+  # One hot key: an append to one stream per call (XADD, the floor of an append), against INCR.
+  count "INCR hot" "" -- INCR hot
+  count "XADD hot" "" -- XADD hot '*' count 1
+  count "RL.STREAMCOUNT hot 1h" "" -- RL.STREAMCOUNT hot 1h
   if [ "$with_replica" = 0 ]; then
     count "Lua GCRA (redis_rate)" bench/lua/gcra.lua -- "$K" 10000000 1 60
     count "Lua token bucket" bench/lua/token_bucket.lua -- "$K" 10000000 1 60000
@@ -115,7 +121,8 @@ table() {
 }
 
 header="| command | instructions per call | ×INCR (INCR's count / this one's) |"
-echo "Instructions per call in redis-server (callgrind), $N calls at pipeline 16 over 1,000 keys;"
+echo "Instructions per call in redis-server (callgrind), $N calls at pipeline 16 over 1,000 keys"
+echo "(rows \`hot\`: one key, ×INCR against \`INCR hot\`);"
 echo "$(redis-server --version | cut -d' ' -f1-3). Reproduce: bench/instructions.sh $N"
 if [ "$REPLICA" != only ]; then
   echo

@@ -70,8 +70,9 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
-/// Register the limiter commands (one per registered algorithm, and CL.THROTTLE) with their own
-/// handler (`ffi::command`): they are the hot path, and skip the crate's argument Vec.
+/// Register the limiter commands (one per registered algorithm, CL.THROTTLE and RL.STREAMCOUNT)
+/// with their own handler (`ffi::command`): they are the hot path, and skip the crate's argument
+/// Vec.
 macro_rules! limiter_commands {
     ([$ctx:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {{
         let flags = c"write deny-oom fast";
@@ -89,6 +90,11 @@ macro_rules! limiter_commands {
         if status == Status::Ok {
             status = ffi::command::create::<commands::Limiter<commands::throttle::ThrottleCommand>>(
                 $ctx, c"cl.throttle", flags, 1, 1, 1,
+            );
+        }
+        if status == Status::Ok {
+            status = ffi::command::create::<commands::stream_count::StreamCount>(
+                $ctx, c"rl.streamcount", c"write deny-oom", 1, 1, 1,
             );
         }
         status
@@ -110,7 +116,6 @@ macro_rules! module {
             init: init,
             commands: [
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
-                ["rl.streamcount", commands::entry(commands::stream_count::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
                 ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],

@@ -2,7 +2,10 @@
 //! and key name, and the events that invalidate it.
 //!
 //! A tally is trusted only while the stream changed in ways [`Tally::reconcile`] detects
-//! (appends, head trims). Every other change reaches here first:
+//! (appends, head trims), and it is reconciled (the stream's length and last entry read) only
+//! when an `xadd` or `xtrim` event of another writer reached the key since the tally was stored,
+//! or the stream's length is not the tally's; otherwise it is taken as it is. Every other change
+//! reaches here first:
 //! - a keyspace event on the key that is not an append, a trim, an expiry setting or a consumer
 //!   group change (del, unlink, expired, evicted, rename_from/rename_to, move_from/move_to,
 //!   copy_to, restore, xdel, xsetid, `new` when a key of that name is created, ...) drops that
@@ -18,7 +21,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::core::stream_count::{Tally, TallyCache, event_keeps_tally};
+use crate::core::stream_count::{Cached, EventEffect, Tally, TallyCache, event_effect};
 
 /// Keys whose tallies are kept; past it the least recently used half is dropped. At about
 /// 150 bytes plus the key's name each, 100k tallies stay under ~20 MB.
@@ -37,7 +40,7 @@ fn cache() -> MutexGuard<'static, Option<TallyCache>> {
 }
 
 /// Start a call on `key` of `db`: its tally, if known. End it with [`finish`].
-pub fn begin(db: i32, key: &[u8]) -> Option<Tally> {
+pub fn begin(db: i32, key: &[u8]) -> Option<Cached> {
     cache()
         .get_or_insert_with(|| TallyCache::new(MAX_TALLIES))
         .begin(db, key)
@@ -53,11 +56,27 @@ pub fn finish(db: i32, key: &[u8], tally: Option<Tally>) {
 
 /// A keyspace event `event` on `key` of `db`.
 pub fn on_key_event(db: i32, event: &[u8], key: &[u8]) {
-    if event_keeps_tally(event) {
+    let effect = event_effect(event);
+    if effect == EventEffect::Keep {
         return;
     }
     if let Some(c) = cache().as_mut() {
-        c.forget(db, key);
+        match effect {
+            EventEffect::Check => c.touched(db, key),
+            _ => c.forget(db, key),
+        }
+    }
+}
+
+/// Run `fire`, which fires the running call's own `xadd` or `xtrim` event on its key: that
+/// event does not count as another writer's.
+pub fn own_event(fire: impl FnOnce()) {
+    if let Some(c) = cache().as_mut() {
+        c.expect_own_event();
+    }
+    fire();
+    if let Some(c) = cache().as_mut() {
+        c.own_event_done();
     }
 }
 

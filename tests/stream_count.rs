@@ -502,6 +502,80 @@ fn streamcount_matches_a_model_under_random_sequences() {
     }
 }
 
+/// Other writers that append and trim as many entries as they add, so the stream's length is
+/// what the running total last saw: the total follows the new entries, whether the writes come
+/// between two calls, in one script, in one MULTI with the module, or from a script that calls
+/// the module between them.
+#[test]
+fn streamcount_counts_other_writers_that_keep_the_length() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let total =
+        |c: &mut Conn, at: u64| c.int(&args!["RL.STREAMCOUNT", "s", "1m", "ADD", 0, "AT", at]);
+    for i in 0..3 {
+        c.ok(&args!["XADD", "s", format!("{}-0", t + i), "count", 1]);
+    }
+    // Entries t, t+1, t+2 of count 1.
+    assert_eq!(total(&mut c, t + 10), 3);
+    // Another writer adds t+5 (count 5) and trims t: t+1, t+2, t+5.
+    c.ok(&args!["XADD", "s", format!("{}-0", t + 5), "count", 5]);
+    assert_eq!(c.int(&["XTRIM", "s", "MAXLEN", "3"]), 1);
+    assert_eq!(total(&mut c, t + 10), 7);
+    // The module adds t+10 (count 2): t+2, t+5, t+10 after a script adds t+11 (count 4) and
+    // trims t+1.
+    assert_eq!(
+        c.int(&args!["RL.STREAMCOUNT", "s", "1m", "ADD", 2, "AT", t + 10]),
+        9
+    );
+    let script = "redis.call('XADD', KEYS[1], ARGV[1], 'count', ARGV[2]) \
+                  return redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[3])";
+    assert_eq!(
+        c.int(&args![
+            "EVAL",
+            script,
+            1,
+            "s",
+            format!("{}-0", t + 11),
+            4,
+            4
+        ]),
+        1
+    );
+    assert_eq!(total(&mut c, t + 20), 12);
+    // In one MULTI: the module (count 1 at t+20), another writer's add (count 3 at t+21) and
+    // trim of one entry, the module again: t+5, t+10, t+11, t+20, t+21.
+    c.ok(&["MULTI"]);
+    c.cmd(&args!["RL.STREAMCOUNT", "s", "1m", "ADD", 1, "AT", t + 20]);
+    c.cmd(&args!["XADD", "s", format!("{}-0", t + 21), "count", 3]);
+    c.cmd(&["XTRIM", "s", "MAXLEN", "5"]);
+    c.cmd(&args!["RL.STREAMCOUNT", "s", "1m", "ADD", 0, "AT", t + 21]);
+    let Reply::Array(r) = c.ok(&["EXEC"]) else {
+        panic!("EXEC")
+    };
+    assert_eq!(r[0], Reply::Int(1 + 5 + 2 + 4 + 1), "{r:?}");
+    assert_eq!(r[2], Reply::Int(1), "{r:?}");
+    assert_eq!(r[3], Reply::Int(5 + 2 + 4 + 1 + 3), "{r:?}");
+    // A script: the module (count 1 at t+30), another writer's add (count 6 at t+31) and trim
+    // of one entry, the module: t+10, t+11, t+20, t+21, t+30, t+31.
+    let script = "redis.call('RL.STREAMCOUNT', KEYS[1], '1m', 'ADD', 1, 'AT', ARGV[1]) \
+                  redis.call('XADD', KEYS[1], ARGV[2], 'count', 6) \
+                  redis.call('XTRIM', KEYS[1], 'MAXLEN', 6) \
+                  return redis.call('RL.STREAMCOUNT', KEYS[1], '1m', 'ADD', 0, 'AT', ARGV[1])";
+    assert_eq!(
+        c.int(&args![
+            "EVAL",
+            script,
+            1,
+            "s",
+            t + 30,
+            format!("{}-0", t + 31)
+        ]),
+        2 + 4 + 1 + 3 + 1 + 6
+    );
+    assert_eq!(c.int(&["XLEN", "s"]), 6);
+}
+
 /// Every way a key can come to hold another stream with the same length and IDs (so the
 /// stream's own figures match the old ones) but other counts: the total follows the new counts.
 #[test]

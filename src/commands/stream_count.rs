@@ -3,8 +3,9 @@
 //! A sliding-window counter on a real Redis stream, in the layout of the classic Lua script (one
 //! entry per accepted call, field `count`), so existing keys keep working.
 //!
-//! The window's total is a running total ([`Tally`], kept in `tally_cache`): reconciled with the
-//! stream's length and last entry ID (reading only entries appended by other writers), slid to
+//! The window's total is a running total ([`Tally`], kept in `tally_cache`): checked against the
+//! stream's length, and after another writer's append or trim (an `xadd` or `xtrim` event) also
+//! reconciled with its last entry ID (reading only entries appended by other writers), slid to
 //! the new window start (reading only the entries that left or entered), and rebuilt by reading
 //! the window when the figures disagree or a keyspace event dropped it. Amortized O(1) per call.
 //!
@@ -13,18 +14,22 @@
 //! `PEXPIREAT key <ms>`), so replicas and the AOF never depend on the master's clock or on its
 //! stream node layout, and the keyspace events are those of the commands.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
-use crate::commands::evaluation_time;
+use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
+use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::stream_count::{
-    IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan, window_start_ms,
+    Cached, ID_BUF, IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan,
+    window_start_ms,
 };
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
+use crate::ffi::command::{Argv, Handler};
 use crate::ffi::notify::{Class, notify_as};
-use crate::ffi::replicate::replicate_bytes;
+use crate::ffi::replicate::{replicate_key_bytes, replicate_key_kw_bytes, replicate_xadd};
+use crate::ffi::reply;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
 use crate::{stats, tally_cache};
 
@@ -97,22 +102,27 @@ fn to_end(from: StreamId) -> IdRange {
     }
 }
 
-/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
-/// from the stream.
+/// The tally of the window starting at `cut` read from the stream of `len` entries.
 ///
 /// # Errors
 /// An entry in the window without an integer `count`, a sum over 64 bits.
-fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Result<Tally, RlError> {
-    let len = key.len();
-    let last = key.last();
-    let rebuild = || -> Result<Tally, RlError> {
-        let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
-        Tally::rebuilt(len, last, cut, n, sum).ok_or(RlError::Overflow)
-    };
-    let Some(t) = cached else {
-        return rebuild();
-    };
-    let reconciled = match t.reconcile(len, last) {
+fn rebuild(key: &StreamKey, len: u64, cut: StreamId) -> Result<Tally, RlError> {
+    let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
+    Tally::rebuilt(len, key.last(), cut, n, sum).ok_or(RlError::Overflow)
+}
+
+/// `t` brought up to the stream of `len` entries ending at `last`, reading only what other
+/// writers appended; `None` when it must be rebuilt.
+///
+/// # Errors
+/// An appended entry without an integer `count`, a sum over 64 bits.
+fn reconcile(
+    key: &StreamKey,
+    t: Tally,
+    len: u64,
+    last: Option<StreamId>,
+) -> Result<Option<Tally>, RlError> {
+    Ok(match t.reconcile(len, last) {
         Reconcile::Same => Some(t),
         Reconcile::HeadTrimmed => t.head_trimmed(len),
         Reconcile::Appended { below, window } => {
@@ -124,9 +134,27 @@ fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Resul
             last.and_then(|last| t.appended(len, last, below_n, window_n, window_sum))
         }
         Reconcile::Rebuild => None,
+    })
+}
+
+/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
+/// from the stream.
+///
+/// A quiet cached tally (no other writer's append or trim since it was stored) of the
+/// stream's length is taken as it is; any other is reconciled with the stream's length and
+/// last entry.
+///
+/// # Errors
+/// An entry in the window without an integer `count`, a sum over 64 bits.
+fn current_tally(key: &StreamKey, cached: Option<Cached>, cut: StreamId) -> Result<Tally, RlError> {
+    let len = key.len();
+    let reconciled = match cached {
+        Some(c) if c.quiet && c.tally.len == len => Some(c.tally),
+        Some(c) => reconcile(key, c.tally, len, key.last())?,
+        None => None,
     };
     let Some(t) = reconciled else {
-        return rebuild();
+        return rebuild(key, len, cut);
     };
     let (n, sum) = match t.slide(cut) {
         Slide::Stay => (0, 0),
@@ -134,7 +162,7 @@ fn current_tally(key: &StreamKey, cached: Option<Tally>, cut: StreamId) -> Resul
     };
     match t.slid(cut, n, sum) {
         Some(t) => Ok(t),
-        None => rebuild(),
+        None => rebuild(key, len, cut),
     }
 }
 
@@ -152,18 +180,27 @@ impl Drop for TallyGuard<'_> {
     }
 }
 
-fn reply(total: u64) -> RedisValue {
-    RedisValue::Integer(i64::try_from(total).unwrap_or(i64::MAX))
+fn reply_total(ctx: &Context, total: u64) {
+    reply::integer(ctx, i64::try_from(total).unwrap_or(i64::MAX));
 }
 
-/// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t]
+/// The handler Redis calls for RL.STREAMCOUNT (registered in `lib.rs`).
+pub struct StreamCount;
+
+impl Handler for StreamCount {
+    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes))
+    }
+}
+
+/// RL.STREAMCOUNT key window [ADD n] [LIMIT l] [AT t], on the call's arguments and their bytes;
+/// on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, an entry whose `count` is not an integer (named by its ID).
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let req = StreamCountRequest::parse(&bytes)?;
-    let name = args.get(1).ok_or(RlError::Arity)?;
+pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
+    let req = StreamCountRequest::parse(bytes)?;
+    let name = argv.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.at)?;
     let cut = StreamId::at_ms(window_start_ms(now, req.window));
     let db = selected_db(ctx);
@@ -174,12 +211,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let kind = key.kind();
     let mut guard = TallyGuard {
         db,
-        key: name.as_slice(),
+        key: name.bytes(),
         tally: None,
     };
-    let cached = tally_cache::begin(db, name.as_slice());
+    let cached = tally_cache::begin(db, name.bytes());
     let tally = match kind {
-        Kind::Other => return Err(RlError::WrongType.into()),
+        Kind::Other => return Err(RlError::WrongType),
         Kind::Missing => Tally::rebuilt(0, None, cut, 0, 0).ok_or(RlError::Overflow)?,
         Kind::Stream => current_tally(&key, cached, cut)?,
     };
@@ -188,11 +225,13 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let after = match plan(tally.sum, req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
-            return Ok(RedisValue::Integer(-1));
+            reply::integer(ctx, -1);
+            return Ok(());
         }
         Plan::Report(total) => {
             stats::STREAMCOUNT.record(true);
-            return Ok(reply(total));
+            reply_total(ctx, total);
+            return Ok(());
         }
         Plan::Append(after) => after,
     };
@@ -201,46 +240,57 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     // From here the stream changes: the tally is dropped unless every step is accounted for.
     guard.tally = None;
     let mut key = StreamKey::open(ctx, name, true);
-    let add = req.add.to_string();
     // The evaluation time's ID, never below the last entry; if a deleted entry left the
     // stream's last ID higher, the next automatic ID after it.
     let wanted =
         next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
     let id = wanted
-        .and_then(|id| key.add(Some(id), add.as_bytes()))
-        .or_else(|| key.add(None, add.as_bytes()))
+        .and_then(|id| key.add(Some(id), req.add))
+        .or_else(|| key.add(None, req.add))
         .ok_or_else(|| {
             RlError::Server("ERR the stream has exhausted the last possible ID".into())
         })?;
     let mut updated = tally.added(id, req.add);
-    let id_text = format!("{}-{}", id.ms, id.seq);
-    replicate_bytes(
-        ctx,
-        c"XADD",
-        name,
-        &[id_text.as_bytes(), b"count", add.as_bytes()],
-    );
-    notify_as(ctx, Class::Stream, c"xadd", name);
+    let mut id_buf = [0u8; ID_BUF];
+    replicate_xadd(ctx, name, id.format_into(&mut id_buf), req.add);
+    tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xadd", name));
 
-    let trimmed = key.trim_below(cut);
+    // With no entry below the cut (the tally knows) there is nothing to trim.
+    let trimmed = if updated.is_some_and(|t| t.below == 0) {
+        0
+    } else {
+        key.trim_below(cut)
+    };
     if trimmed > 0 {
         updated = updated.and_then(|t| t.trimmed(trimmed));
         // What the approximate trim removed, exactly: everything before the first entry kept.
         if let Some(first) = key.first() {
-            let first_text = format!("{}-{}", first.ms, first.seq);
-            replicate_bytes(ctx, c"XTRIM", name, &[b"MINID", first_text.as_bytes()]);
+            replicate_key_kw_bytes(
+                ctx,
+                c"XTRIM",
+                name,
+                c"MINID",
+                first.format_into(&mut id_buf),
+            );
         }
-        notify_as(ctx, Class::Stream, c"xtrim", name);
+        tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xtrim", name));
     }
 
     let expire_at = ceil_ms(now.saturating_add(req.window));
     if key.expire_at() != expire_at {
         key.set_expire_at(expire_at);
-        replicate_bytes(ctx, c"PEXPIREAT", name, &[expire_at.to_string().as_bytes()]);
+        // A time from `ceil_ms`: never negative.
+        let mut at_buf = [0u8; U64_DIGITS];
+        let at = format_u64_into(expire_at.unsigned_abs(), &mut at_buf);
+        replicate_key_bytes(ctx, c"PEXPIREAT", name, at);
         notify_as(ctx, Class::Generic, c"expire", name);
     }
-    // Still what the stream holds? (Cheap: its length and last entry.)
-    guard.tally = updated.filter(|t| t.len == key.len() && t.last == key.last());
+    // Still what the stream holds? Its last entry is the one just added when that is at or
+    // after the cut (the trim keeps those; an automatic ID behind an `AT` ahead of the clock
+    // may not be), so its length says whether anything else changed; another writer's append
+    // or trim from inside our events left the tally not quiet, to be reconciled next time.
+    guard.tally = updated.filter(|t| t.len == key.len() && (id >= cut || t.last == key.last()));
     stats::STREAMCOUNT.record(true);
-    Ok(reply(after))
+    reply_total(ctx, after);
+    Ok(())
 }

@@ -32,18 +32,6 @@ pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
     };
 }
 
-/// Propagate `cmd key args...`, the arguments given as bytes (copied into strings for the call).
-pub fn replicate_bytes(ctx: &Context, cmd: &CStr, key: &RedisString, args: &[&[u8]]) {
-    let owned: Vec<RedisString> = args
-        .iter()
-        .map(|a| RedisString::create_from_slice(ctx.ctx, a))
-        .collect();
-    let mut all: Vec<&RedisString> = Vec::with_capacity(owned.len().saturating_add(1));
-    all.push(key);
-    all.extend(owned.iter());
-    replicate(ctx, cmd, &all);
-}
-
 /// Propagate `cmd args... kw value` (one command, no MULTI around it): the strings `args`, then
 /// the C string `kw` and the bytes `value`, which Redis turns into strings itself.
 pub fn replicate_with<'a>(
@@ -111,6 +99,56 @@ pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]
             key.raw(),
             value.as_ptr().cast::<c_char>(),
             value.len(),
+        )
+    };
+}
+
+/// Propagate `cmd key kw value` (one command): the call's key string, the C string `kw` and the
+/// bytes `value`, which Redis turns into strings itself.
+pub fn replicate_key_kw_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, kw: &CStr, value: &[u8]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    // SAFETY: format "scb" takes a RedisModuleString, a NUL-terminated C string and a (pointer,
+    // length) buffer; `key` is a live string of this call, `kw` and `value` live for the call;
+    // Redis retains or copies all three.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"scb".as_ptr().cast::<c_char>(),
+            key.raw(),
+            kw.as_ptr(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
+
+/// Propagate `XADD key <id> count <n>` (one command): the call's key string, the bytes `id`, and
+/// the entry's own strings (shared with the append, no new ones).
+pub fn replicate_xadd(ctx: &Context, key: Arg<'_>, id: &[u8], n: u64) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    let Some((field, value)) = crate::ffi::stream::entry_strings(n) else {
+        return;
+    };
+    // SAFETY: format "sbss" takes a RedisModuleString, a (pointer, length) buffer and two more
+    // RedisModuleStrings; `key` is a live string of this call, `id` lives for the call, `field`
+    // and `value` are live strings the module keeps; Redis retains the strings and copies `id`.
+    unsafe {
+        f(
+            ctx.ctx,
+            c"XADD".as_ptr(),
+            c"sbss".as_ptr().cast::<c_char>(),
+            key.raw(),
+            id.as_ptr().cast::<c_char>(),
+            id.len(),
+            field,
+            value,
         )
     };
 }

@@ -84,6 +84,15 @@ pub fn integers<const N: usize>(
     }
 }
 
+/// Reply with one integer.
+pub fn integer(ctx: &Context, value: i64) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    if let Some(long_long) = unsafe { raw::RedisModule_ReplyWithLongLong } {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { long_long(ctx.ctx, value) };
+    }
+}
+
 /// Reply with the error `text` through a path that cannot panic, whatever the text: it is made
 /// printable ASCII (each other byte written `\xNN`, so no NUL, CR or LF reaches Redis) into our
 /// own NUL-terminated buffer for `RedisModule_ReplyWithError`. The crate's error replies go

@@ -2,12 +2,15 @@
 //! `count` sums over ID ranges with the stream iterator, and appends, trims and the absolute
 //! expiry without the cost of running XADD, XTRIM and PEXPIREAT as commands.
 
+use std::cell::Cell;
 use std::os::raw::{c_char, c_int, c_long};
+use std::ptr;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
 
-use crate::core::decimal::parse_u64_digits;
+use crate::core::decimal::{U64_DIGITS, format_u64_into, parse_u64_digits};
 use crate::core::stream_count::{IdRange, StreamId};
+use crate::ffi::command::Arg;
 
 /// What a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +87,7 @@ pub struct StreamKey {
 impl StreamKey {
     /// Open `name` for reading, or for reading and writing. (Closing a key opened for writing
     /// signals it as modified to WATCH, so read-only calls open it for reading.)
-    pub fn open(ctx: &Context, name: &RedisString, write: bool) -> Self {
+    pub fn open(ctx: &Context, name: Arg<'_>, write: bool) -> Self {
         let mode = if write {
             raw::KeyMode::READ | raw::KeyMode::WRITE
         } else {
@@ -92,7 +95,7 @@ impl StreamKey {
         };
         StreamKey {
             ctx: ctx.ctx,
-            key: raw::open_key(ctx.ctx, name.inner, mode),
+            key: raw::open_key(ctx.ctx, name.raw(), mode),
         }
     }
 
@@ -275,26 +278,14 @@ impl StreamKey {
         }
     }
 
-    /// Append an entry `count <value>` (the key must be open for writing) with the ID `id`, or
+    /// Append an entry `count <count>` (the key must be open for writing) with the ID `id`, or
     /// the next automatic ID when `id` is `None`: the ID given, or `None` if Redis refused (an
     /// ID not above the stream's last ID, or the last possible ID reached).
-    pub fn add(&mut self, id: Option<StreamId>, value: &[u8]) -> Option<StreamId> {
-        // SAFETY: copying function pointers out of the API table, filled in at load.
+    pub fn add(&mut self, id: Option<StreamId>, count: u64) -> Option<StreamId> {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
         let add = (unsafe { raw::RedisModule_StreamAdd })?;
-        // SAFETY: as above.
-        let create = (unsafe { raw::RedisModule_CreateString })?;
-        let owned = |bytes: &[u8]| IterString {
-            ctx: self.ctx,
-            // SAFETY: `bytes` is readable for its length; Redis copies it into a new string
-            // that the returned value owns and frees.
-            s: unsafe { create(self.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) },
-        };
-        let field = owned(b"count");
-        let value = owned(value);
-        if field.s.is_null() || value.s.is_null() {
-            return None;
-        }
-        let mut argv = [field.s, value.s];
+        let (field, value) = entry_strings(count)?;
+        let mut argv = [field, value];
         let mut rid = raw_id(id.unwrap_or_default());
         let flags = if id.is_some() {
             0
@@ -302,7 +293,8 @@ impl StreamKey {
             raw::REDISMODULE_STREAM_ADD_AUTOID as c_int
         };
         // SAFETY: `self.key` is open for writing; `argv` holds one field/value pair of live
-        // strings (the stream copies them); `rid` is writable and receives the ID.
+        // strings (the stream copies their bytes and keeps neither); `rid` is writable and
+        // receives the ID.
         let rc = unsafe { add(self.key, flags, &mut rid, argv.as_mut_ptr(), 1) };
         (rc == raw::REDISMODULE_OK as c_int).then_some(StreamId {
             ms: rid.ms,
@@ -354,6 +346,73 @@ impl Drop for StreamKey {
             raw::close_key(self.key);
         }
     }
+}
+
+/// The strings of an entry `count <n>`: the field name, made once, and the value of the last
+/// `n` appended, made again when `n` changes. Made without a context (nothing frees them at the
+/// end of a call) and kept for the process by the main thread, which runs every command.
+#[derive(Debug, Clone, Copy)]
+struct EntryStrings {
+    field: *mut raw::RedisModuleString,
+    value: *mut raw::RedisModuleString,
+    count: u64,
+}
+
+thread_local! {
+    static ENTRY: Cell<EntryStrings> = const {
+        Cell::new(EntryStrings {
+            field: ptr::null_mut(),
+            value: ptr::null_mut(),
+            count: 0,
+        })
+    };
+}
+
+/// The strings `count` and `n` of an entry `count <n>`, live until the next call of this
+/// function with another `n` (a holder that retained one keeps it alive). `None` when Redis
+/// could not make them.
+pub(crate) fn entry_strings(
+    n: u64,
+) -> Option<(*mut raw::RedisModuleString, *mut raw::RedisModuleString)> {
+    // SAFETY: copying function pointers out of the API table, filled in at load.
+    let create = (unsafe { raw::RedisModule_CreateString })?;
+    // SAFETY: as above.
+    let free = (unsafe { raw::RedisModule_FreeString })?;
+    let mut e = ENTRY.get();
+    if e.field.is_null() {
+        let name = b"count";
+        // SAFETY: `name` is readable for its length; Redis copies it into a new string, which
+        // no context owns (NULL) and which is kept for the process.
+        e.field = unsafe { create(ptr::null_mut(), name.as_ptr().cast::<c_char>(), name.len()) };
+        ENTRY.set(e);
+        if e.field.is_null() {
+            return None;
+        }
+    }
+    if e.value.is_null() || e.count != n {
+        let mut buf = [0u8; U64_DIGITS];
+        let digits = format_u64_into(n, &mut buf);
+        // SAFETY: as above, for the digits of `n`.
+        let value = unsafe {
+            create(
+                ptr::null_mut(),
+                digits.as_ptr().cast::<c_char>(),
+                digits.len(),
+            )
+        };
+        if value.is_null() {
+            return None;
+        }
+        if !e.value.is_null() {
+            // SAFETY: the previous value string was made above without a context and is
+            // released once here (Redis frees it when no holder retained it).
+            unsafe { free(ptr::null_mut(), e.value) };
+        }
+        e.value = value;
+        e.count = n;
+        ENTRY.set(e);
+    }
+    Some((e.field, e.value))
 }
 
 /// The database the calling client has selected.
