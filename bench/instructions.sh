@@ -12,6 +12,9 @@
 #   RL_INSTR_ONLY=regex   only the labels matching it (e.g. 'INCR|RL.GCRA')
 #   RL_INSTR_KEEP=dir     keep each callgrind output there (for callgrind_annotate)
 #   RL_INSTR_REPLICA=0    skip the with-replica table (=only: only that table)
+# The row `API floor` is bench/floor/floor.c (built here with cc): the module API calls of a
+# granted RL.GCRA call and nothing else, so RL.GCRA's count minus its count is the module's own
+# work. It is skipped when cc or the redis-module crate's redismodule.h is missing.
 # needs: valgrind (apt), redis-server and redis-benchmark (make deps), the release module (make release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +39,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The floor module, built against the redismodule.h the module itself is built with.
+floor=()
+include=$(cargo metadata --offline --format-version 1 2>/dev/null | python3 -c '
+import json, os, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "redis-module":
+        print(os.path.join(os.path.dirname(p["manifest_path"]), "src", "include"))
+        break' 2>/dev/null || true)
+if command -v cc >/dev/null && [ -f "$include/redismodule.h" ] \
+  && cc -O2 -shared -fPIC -I"$include" -o "$work/floor.so" bench/floor/floor.c; then
+  floor=(--loadmodule "$work/floor.so")
+else
+  echo "instructions: no API floor row (needs cc and the redis-module crate's redismodule.h)" >&2
+fi
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # count LABEL [SCRIPT] -- ARGS...: instructions per call of ARGS (EVALSHA of SCRIPT when given),
@@ -46,7 +64,7 @@ count() {
   local port; port=$(free_port)
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.%p" \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
-    --loadmodule "$MODULE" >"$work/server.log" 2>&1 &
+    --loadmodule "$MODULE" "${floor[@]}" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.1; done
   local rport=""
@@ -54,7 +72,7 @@ count() {
     rport=$(free_port)
     mkdir -p "$work/replica"
     redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work/replica" \
-      --loadmodule "$MODULE" --replicaof 127.0.0.1 "$port" >"$work/replica.log" 2>&1 &
+      --loadmodule "$MODULE" "${floor[@]}" --replicaof 127.0.0.1 "$port" >"$work/replica.log" 2>&1 &
     rpid=$!
     for _ in $(seq 600); do
       redis-cli -p "$rport" INFO replication 2>/dev/null | grep -q 'master_link_status:up' && break
@@ -100,6 +118,7 @@ table() {
   local K='k:__rand_int__'
   count "INCR" "" -- INCR "$K"
   count "RL.GCRA" "" -- RL.GCRA "$K" 10000000 1 1m
+  [ ${#floor[@]} -gt 0 ] && count "API floor (RL.GCRA's API calls only)" "" -- FLOOR.GCRA "$K" 10000000 1 1m
   count "CL.THROTTLE" "" -- CL.THROTTLE "$K" 9999999 1 60
   count "RL.TOKENBUCKET" "" -- RL.TOKENBUCKET "$K" 10000000 1 1m
   count "RL.LEAKYBUCKET" "" -- RL.LEAKYBUCKET "$K" 10000000 1 1m

@@ -1,0 +1,123 @@
+/* The module API's floor for a granted RL.GCRA call, for bench/instructions.sh.
+ *
+ * FLOOR.GCRA key burst rate period makes the module API calls a granted RL.GCRA call makes, in
+ * the cheapest way the API allows, and nothing else: the arguments are not parsed, there is no
+ * limiter arithmetic, no per-key rule, no value encoding. It opens the key, updates a 32-byte
+ * value in place (created on the first call), sets an absolute expiry, closes the key, reads the
+ * context flags for the protocol, replies five integers (a map under RESP3), propagates the new
+ * value (`FLOOR.SET key <32 bytes>`, as RL.GCRA propagates `RL._SET`) and fires a keyspace
+ * event. RL.GCRA's count minus this one's is the module's own work per call.
+ *
+ * Built by bench/instructions.sh (cc -O2 -shared -fPIC) against the redismodule.h of the
+ * redis-module crate; never loaded outside the benchmark. */
+#include <string.h>
+#include <time.h>
+
+#include "redismodule.h"
+
+typedef struct {
+    long long last, tat, params[2];
+} Value;
+
+static RedisModuleType *ValueType;
+
+static void *value_load(RedisModuleIO *io, int encver) {
+    (void)encver;
+    Value *v = RedisModule_Calloc(1, sizeof(Value));
+    v->last = RedisModule_LoadSigned(io);
+    v->tat = RedisModule_LoadSigned(io);
+    return v;
+}
+
+static void value_save(RedisModuleIO *io, void *p) {
+    Value *v = p;
+    RedisModule_SaveSigned(io, v->last);
+    RedisModule_SaveSigned(io, v->tat);
+}
+
+static void value_free(void *p) { RedisModule_Free(p); }
+
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
+                                   "reset_after_ms"};
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    long long now = now_us();
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    Value *v;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Calloc(1, sizeof(Value));
+        RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
+        v = RedisModule_ModuleTypeGetValue(key);
+    } else {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (v->tat < now) v->tat = now;
+    v->tat += 60000000;
+    v->last = now;
+    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
+    RedisModule_CloseKey(key);
+    long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
+    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
+    if (resp3) {
+        RedisModule_ReplyWithMap(ctx, 5);
+    } else {
+        RedisModule_ReplyWithArray(ctx, 5);
+    }
+    for (int i = 0; i < 5; i++) {
+        if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
+        RedisModule_ReplyWithLongLong(ctx, reply[i]);
+    }
+    RedisModule_Replicate(ctx, "floor.set", "sb", argv[1], (const char *)v, sizeof(Value));
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.gcra", argv[1]);
+    return REDISMODULE_OK;
+}
+
+static int floor_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(argv[2], &len);
+    if (len != sizeof(Value)) return RedisModule_ReplyWithError(ctx, "ERR bad value");
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != ValueType) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    Value *v = RedisModule_Alloc(sizeof(Value));
+    memcpy(v, p, sizeof(Value));
+    RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    (void)argc;
+    if (RedisModule_Init(ctx, "rlfloor", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    RedisModuleTypeMethods methods = {
+        .version = REDISMODULE_TYPE_METHOD_VERSION,
+        .rdb_load = value_load,
+        .rdb_save = value_save,
+        .free = value_free,
+    };
+    ValueType = RedisModule_CreateDataType(ctx, "rl-floor0", 0, &methods);
+    if (ValueType == NULL) return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "floor.gcra", floor_gcra, "write deny-oom fast", 1, 1, 1) ==
+        REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "floor.set", floor_set, "write deny-oom", 1, 1, 1) ==
+        REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    return REDISMODULE_OK;
+}
