@@ -78,8 +78,9 @@ NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
 memcheck: deps ## Integration tests with every server under valgrind; fails on invalid access or leaks (needs valgrind)
 	scripts/memcheck.sh
 
-lint: deps ## clippy -D warnings on all targets, and the layering guard (core pure and without import circle, commands safe, ffi below commands)
+lint: deps ## clippy -D warnings on all targets, rustdoc without warnings, and the layering guard (core pure and without import circle, commands safe, ffi below commands)
 	$(CARGO) clippy --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --quiet
 	@if grep -rnE 'redis_module|\bunsafe\b' src/core | $(NOT_COMMENT); then \
 		echo "lint: src/core must stay pure: no redis_module, no unsafe"; exit 1; fi
 	@if grep -rnE '\bunsafe\b|raw::' src/commands | $(NOT_COMMENT); then \

@@ -1,4 +1,4 @@
-//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 //!
 //! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
 //! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
@@ -93,7 +93,7 @@ pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlErr
     (limiter.parse)(&argv)
 }
 
-/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.

@@ -1,4 +1,4 @@
-//! RL.CHECK key limiter [COST n] [BESTEFFORT] [AT t]: the reply the same call with `PEEK` would
+//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]: the reply the same call with `PEEK` would
 //! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
 //! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
 //! rules as every other call (a block honoured).
@@ -51,7 +51,7 @@ impl CheckRequest {
     }
 }
 
-/// RL.CHECK key limiter [COST n] [BESTEFFORT] [AT t]
+/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).

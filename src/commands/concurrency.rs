@@ -1,4 +1,4 @@
-//! RL.ACQUIRE key limit lease ID id [COST n] [PEEK] [BLOCK d] [AT t] / RL.RELEASE key id [AT t]
+//! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] [BLOCK d] [AT t] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).

@@ -1,4 +1,4 @@
-//! RL.FIXED key limit window [OFFSET d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.FIXED key limit window [OFFSET d] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use crate::commands::args::{Args, Options, duration, duration_or_zero, positive};
 use crate::commands::{LimiterCommand, Parsed};

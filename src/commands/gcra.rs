@@ -1,4 +1,4 @@
-//! RL.GCRA key burst rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.GCRA key burst rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};

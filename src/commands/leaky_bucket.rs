@@ -1,4 +1,4 @@
-//! RL.LEAKYBUCKET key capacity rate period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.LEAKYBUCKET key capacity rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};

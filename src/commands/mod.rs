@@ -299,7 +299,7 @@ pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
 const INLINE_ARGS: usize = 16;
 
 /// Run `f` on the bytes of every argument, without allocating for a call of up to
-/// [`INLINE_ARGS`] arguments.
+/// `INLINE_ARGS` arguments.
 pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
     let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
     if argv.len() <= INLINE_ARGS {

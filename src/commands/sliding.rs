@@ -1,4 +1,4 @@
-//! RL.SLIDING key limit window [PRECISION d] [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.SLIDING key limit window [PRECISION d] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use redis_module::Context;
 

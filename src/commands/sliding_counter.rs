@@ -1,4 +1,4 @@
-//! RL.SLIDINGCOUNTER key limit window [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.SLIDINGCOUNTER key limit window [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};

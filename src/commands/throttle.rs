@@ -1,4 +1,4 @@
-//! CL.THROTTLE key max_burst count_per_period period_seconds [quantity]
+//! CL.THROTTLE key max_burst count_per_period period_seconds \[quantity\]
 //!
 //! A drop-in for redis-cell's command: the same arguments, decisions and reply
 //! `[limited, limit, remaining, retry_after_s, reset_after_s]`, where `limit = max_burst + 1`,

@@ -1,4 +1,4 @@
-//! RL.TOKENBUCKET key capacity refill period [COST n] [PEEK] [BESTEFFORT] [DEDUP id] [AT t]
+//! RL.TOKENBUCKET key capacity refill period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};

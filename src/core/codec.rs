@@ -66,7 +66,7 @@ pub fn with_schedule(kind: Kind, s: Schedule) -> Option<AlgoState> {
     }
 }
 
-/// `last_update` and a schedule's fixed parts as the bytes of a [`FIXED`] value.
+/// `last_update` and a schedule's fixed parts as the bytes of a fixed-width (`core::packed::FIXED`) value.
 pub fn fixed_bytes(last_update: u64, [tat, burst_rate, period]: [u64; 3]) -> [u8; FIXED_LEN] {
     let mut bytes = [0u8; FIXED_LEN];
     if let Some((a, rest)) = bytes.split_first_chunk_mut::<8>()

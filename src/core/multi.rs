@@ -31,7 +31,7 @@ impl AnyParams {
         self.0.kind()
     }
 
-    /// These parameters fitted to the call's shared options ([`Algorithm::bind_call`]).
+    /// These parameters fitted to the call's shared options ([`crate::core::limiter::Algorithm::bind_call`]).
     ///
     /// # Errors
     /// [`CoreError::Refused`] from the algorithm.

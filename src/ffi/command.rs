@@ -2,7 +2,7 @@
 //! handler sees the call's argument strings as Redis passed them ([`Argv`]), with no argument
 //! Vec, no retain and no free per argument (the crate's wrapper does all three on every call).
 //!
-//! A handler replies itself and returns `Ok`, or returns the error, which [`dispatch`] sends
+//! A handler replies itself and returns `Ok`, or returns the error, which `dispatch` sends
 //! through [`crate::ffi::reply::error`] (printable whatever its text) or, for
 //! [`RlError::Arity`], through `RedisModule_WrongArity` (Redis's own message naming the command).
 
@@ -95,7 +95,7 @@ pub fn with_argv<R>(args: &[RedisString], f: impl FnOnce(Argv<'_>) -> R) -> R {
     f(Argv { argv: &raw })
 }
 
-/// A command run by [`dispatch`].
+/// A command run by `dispatch`.
 pub trait Handler {
     /// Run the command on `argv`; on `Ok` it has replied.
     ///

@@ -51,12 +51,12 @@ pub fn raw_type() -> *mut raw::RedisModuleType {
     *RL_TYPE.raw_type.borrow()
 }
 
-/// Box a state, packed, into a value pointer owned by Redis (freed by [`free`]).
+/// Box a state, packed, into a value pointer owned by Redis (freed by `free`).
 pub fn into_raw(state: LimiterState) -> *mut c_void {
     into_raw_packed(Packed::pack(state))
 }
 
-/// Box a packed value into a value pointer owned by Redis (freed by [`free`]).
+/// Box a packed value into a value pointer owned by Redis (freed by `free`).
 pub fn into_raw_packed(value: Packed) -> *mut c_void {
     Box::into_raw(Box::new(value)).cast::<c_void>()
 }
