@@ -575,45 +575,24 @@ fn info_describes_without_changing() {
 fn throttle_parameter_change_rounds_against_the_client() {
     let s = Server::start();
     let mut c = s.conn();
+    // Times relative to now, so the key is alive (its expiry is absolute): the reproducer's
+    // were 1795459239944.343 and 4,200 s later.
+    let t = base_ms() + 944;
+    let first = format!("{t}.343");
+    let before = format!("{}.342", t + 4_200_000);
+    let at = format!("{}.343", t + 4_200_000);
     assert_eq!(
-        c.ints(&[
-            "CL.THROTTLE",
-            "c1",
-            "2",
-            "2",
-            "8400",
-            "1",
-            "AT",
-            "1795459239944.343"
-        ]),
+        c.ints(&["CL.THROTTLE", "c1", "2", "2", "8400", "1", "AT", &first]),
         [0, 3, 2, -1, 4200]
     );
     // Limited by the backlog's last tick (0.1 µs at 10 per hour): 1 µs, which redis-cell's
     // rounding (whole ms, then seconds up) shows as 0 s.
     assert_eq!(
-        c.ints(&[
-            "CL.THROTTLE",
-            "c1",
-            "0",
-            "10",
-            "3600",
-            "1",
-            "AT",
-            "1795463439944.342"
-        ]),
+        c.ints(&["CL.THROTTLE", "c1", "0", "10", "3600", "1", "AT", &before]),
         [1, 1, 0, 0, 0]
     );
     assert_eq!(
-        c.ints(&[
-            "CL.THROTTLE",
-            "c1",
-            "0",
-            "10",
-            "3600",
-            "1",
-            "AT",
-            "1795463439944.343"
-        ]),
+        c.ints(&["CL.THROTTLE", "c1", "0", "10", "3600", "1", "AT", &at]),
         [0, 1, 0, -1, 360]
     );
 }
