@@ -19,8 +19,7 @@
 //! read everywhere; RDB and AOF rewrite still write versions 1 and 2.
 //!
 //! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
-//! `None`. Change the layout only by bumping [`CODEC_VERSION`] and keeping a decoder for the old
-//! ones.
+//! `None`. Change a layout only under a new version byte, keeping a decoder for the old ones.
 
 use crate::core::dedup::{DedupId, Entry};
 use crate::core::extras::Extras;
@@ -66,7 +65,8 @@ pub fn with_schedule(kind: Kind, s: Schedule) -> Option<AlgoState> {
     }
 }
 
-/// `last_update` and a schedule's fixed parts as the bytes of a fixed-width (`core::packed::FIXED`) value.
+/// `last_update` and a schedule's fixed parts as fixed-width words (an inline value whose `len`
+/// is `core::packed::FIXED`, and the body of a version 3 payload).
 pub fn fixed_bytes(last_update: u64, [tat, burst_rate, period]: [u64; 3]) -> [u8; FIXED_LEN] {
     let mut bytes = [0u8; FIXED_LEN];
     if let Some((a, rest)) = bytes.split_first_chunk_mut::<8>()
