@@ -15,7 +15,7 @@ use crate::core::codec::{self, FIXED_LEN, fixed_bytes, fixed_words, schedule_of,
 use crate::core::gcra::Schedule;
 use crate::core::kind::Kind;
 use crate::core::state::{AlgoState, LimiterState};
-use crate::core::varint::{Fixed, Reader, put_u64};
+use crate::core::varint::{Reader, put_u64};
 
 /// Bytes of an inline encoding.
 pub const INLINE_MAX: usize = 30;
@@ -256,41 +256,15 @@ impl Encodable<'_> {
         }
     }
 
-    /// The codec encoding of a fixed-width inline value (the common case), built on the stack;
-    /// `None` for any other value (see [`Encodable::encode_into`]).
-    pub fn fixed_encoding(self) -> Option<Fixed<64>> {
-        let Encodable::Inline(i) = self else {
-            return None;
-        };
-        if i.len != FIXED {
-            return None;
-        }
-        // The codec's layout, as `core::codec` and `Schedule::encode` write it.
-        // Five varints of at most 10 bytes, three bytes and 7 spare for the last store.
-        let (last_update, [tat, burst_rate, period]) = fixed_words(&i.bytes);
-        let mut enc = Fixed::<64>::new();
-        enc.byte(codec::CODEC_VERSION_1);
-        enc.byte(i.kind as u8);
-        for v in [
-            last_update,
-            burst_rate & 0xffff_ffff,
-            burst_rate >> 32,
-            period,
-            tat,
-        ] {
-            enc.u64(v);
-        }
-        enc.byte(0);
-        Some(enc)
-    }
-
     /// Append the value's codec encoding (`core::codec`) to `out`.
     pub fn encode_into(self, out: &mut Vec<u8>) {
-        if let Some(enc) = self.fixed_encoding() {
-            out.extend_from_slice(enc.bytes().unwrap_or_default());
-            return;
-        }
         match self {
+            // Fixed-width words replicate as themselves (`fixed_payload`); this is for the rest.
+            Encodable::Inline(i) if i.len == FIXED => {
+                if let Some(state) = i.state() {
+                    codec::encode_into(&state, out);
+                }
+            }
             Encodable::Inline(i) => {
                 // The codec's layout (version 1: no block, no settled id): version, kind, then
                 // what the inline value holds, then no DEDUP id.
@@ -464,18 +438,6 @@ mod tests {
             prop_assert_eq!(codec::decode(&payload[..payload.len() - 1]), None);
             payload.push(0);
             prop_assert_eq!(codec::decode(&payload), None);
-        }
-
-        /// Varints written at once into a fixed buffer are the ones `put_u64` writes.
-        #[test]
-        fn fixed_varints_match(values in prop::collection::vec(edgy(56), 0..6)) {
-            let mut want = Vec::new();
-            let mut enc = Fixed::<64>::new();
-            for &v in &values {
-                put_u64(&mut want, v);
-                enc.u64(v);
-            }
-            prop_assert_eq!(enc.bytes(), Some(&want[..]));
         }
 
         /// Every value round-trips through its packed form, inline or boxed, and through an

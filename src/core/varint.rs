@@ -257,6 +257,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Small values, any value, and values around each byte boundary of a varint.
+    fn edgy() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            1u64..200,
+            any::<u64>(),
+            (1u32..64, 0u64..3).prop_map(|(b, d)| (1u64 << b).saturating_sub(1).saturating_add(d)),
+        ]
+    }
+
     proptest! {
         /// The 64-bit reader accepts and rejects exactly what the general one does.
         #[test]
@@ -272,6 +281,18 @@ mod tests {
             let mut out = Vec::new();
             put_u64(&mut out, v);
             prop_assert_eq!(Reader::new(&out).u64(), Some(v));
+        }
+
+        /// Varints written at once into a fixed buffer are the ones `put_u64` writes.
+        #[test]
+        fn fixed_varints_match(values in prop::collection::vec(edgy(), 0..6)) {
+            let mut want = Vec::new();
+            let mut enc = Fixed::<64>::new();
+            for &v in &values {
+                put_u64(&mut want, v);
+                enc.u64(v);
+            }
+            prop_assert_eq!(enc.bytes(), Some(&want[..]));
         }
 
         /// The 128-bit reader's 64-bit fast path accepts and rejects exactly what the general
