@@ -170,6 +170,10 @@ pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> boo
         ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, &payload);
         return true;
     }
+    // A value known too long (a log of many entries) is not encoded to find out.
+    if state.surely_longer_than(STATE_REPLICATION_MAX) {
+        return false;
+    }
     PAYLOAD.with_borrow_mut(|buf| {
         buf.clear();
         state.encode_into(buf);

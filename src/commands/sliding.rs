@@ -1,36 +1,11 @@
 //! RL.SLIDING key limit window [PRECISION d] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
-use redis_module::Context;
-
 use crate::commands::args::{Args, Options, duration, once, positive};
-use crate::commands::{
-    LimiterCommand, Parsed, STATE_REPLICATION_MAX, replicate_argv_with_at, replicate_state,
-};
-use crate::core::Micros;
-use crate::core::packed::Encodable;
+use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
 use crate::core::state::Stored;
-use crate::core::varint;
 use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::Argv;
-
-/// Whether `state`'s encoding is surely longer than [`STATE_REPLICATION_MAX`], known without
-/// encoding it (a log of more than a few entries). The codec writes, besides the algorithm's
-/// own bytes, at least its version, kind, last update and number of `DEDUP` ids.
-fn surely_too_long(state: Encodable<'_>) -> bool {
-    let Encodable::Full(s) = state else {
-        return false;
-    };
-    let Some(log) = s.algo.as_ref().and_then(SlidingLog::from_state) else {
-        return false;
-    };
-    let at_least = log
-        .encoded_len()
-        .saturating_add(varint::len_u64(s.last_update))
-        .saturating_add(3);
-    at_least > STATE_REPLICATION_MAX
-}
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
@@ -81,23 +56,16 @@ impl LimiterCommand for SlidingCommand {
         let params = SlidingParams::new(limit, window, precision)?;
         Ok(Parsed { params, opts })
     }
-
-    /// As the default, but a log surely too long for `RL._SET` goes straight to the command
-    /// with `AT`, without being encoded first.
-    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
-        let Some(key) = argv.get(1) else { return };
-        if surely_too_long(state) || !replicate_state(ctx, key, state) {
-            replicate_argv_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::STATE_REPLICATION_MAX;
     use crate::core::codec;
     use crate::core::dedup::DedupId;
     use crate::core::limiter::Algorithm;
+    use crate::core::packed::Encodable;
     use crate::core::state::LimiterState;
     use proptest::prelude::*;
 
@@ -119,7 +87,7 @@ mod tests {
                 let state = LimiterState::new(log.clone().into_state(), t);
                 let len = codec::encode(&state).len();
                 assert_eq!(
-                    surely_too_long(Encodable::Full(&state)),
+                    Encodable::Full(&state).surely_longer_than(STATE_REPLICATION_MAX),
                     len > STATE_REPLICATION_MAX,
                     "{len} bytes"
                 );
@@ -162,7 +130,7 @@ mod tests {
                 state.extras.block(t + 1);
             }
             let long = codec::encode(&state).len() > STATE_REPLICATION_MAX;
-            let skipped = surely_too_long(Encodable::Full(&state));
+            let skipped = Encodable::Full(&state).surely_longer_than(STATE_REPLICATION_MAX);
             prop_assert!(!skipped || long);
             if ids == 0 && !block {
                 prop_assert_eq!(skipped, long);

@@ -188,6 +188,12 @@ pub trait Algorithm: Sized + Clone {
     /// Append the state to `out` (the codec's per-algorithm part).
     fn encode(&self, out: &mut Vec<u8>);
 
+    /// Bytes `encode` writes, when known without encoding (a state that can grow long says it,
+    /// so a value too long to replicate as itself is not encoded to find out); `None` if not.
+    fn known_encoded_len(&self) -> Option<usize> {
+        None
+    }
+
     /// Read the state written by `encode`.
     ///
     /// # Errors

@@ -256,6 +256,14 @@ impl Encodable<'_> {
         }
     }
 
+    /// Whether the codec encoding is surely longer than `n` bytes, known without encoding it.
+    pub fn surely_longer_than(self, n: usize) -> bool {
+        match self {
+            Encodable::Inline(_) => false,
+            Encodable::Full(s) => s.min_encoded_len().is_some_and(|len| len > n),
+        }
+    }
+
     /// Append the value's codec encoding (`core::codec`) to `out`.
     pub fn encode_into(self, out: &mut Vec<u8>) {
         match self {

@@ -202,6 +202,17 @@ impl LimiterState {
             .saturating_add(self.extras.heap_size())
     }
 
+    /// Fewest bytes the codec writes for the value, known without encoding it (its version,
+    /// kind, last update, the algorithm's part and at least one byte of `DEDUP` ids); `None` when
+    /// the algorithm does not know its part's length.
+    pub fn min_encoded_len(&self) -> Option<usize> {
+        let algo = dispatch!(self.algo.as_ref()?, a => a.known_encoded_len())?;
+        Some(
+            algo.saturating_add(crate::core::varint::len_u64(self.last_update))
+                .saturating_add(3),
+        )
+    }
+
     /// Append the algorithm's part of the encoding.
     pub(crate) fn encode_algo(&self, out: &mut Vec<u8>) {
         if let Some(algo) = &self.algo {

@@ -145,8 +145,7 @@ impl SlidingLog {
         self.log.is_none()
     }
 
-    /// Bytes [`Algorithm::encode`] writes, in O(1): a log known too long to be replicated as
-    /// itself need not be encoded to find out.
+    /// Bytes [`Algorithm::encode`] writes, in O(1).
     pub fn encoded_len(&self) -> usize {
         let p = &self.params;
         [p.limit, p.window, p.precision, self.len() as u64]
@@ -278,6 +277,10 @@ impl SlidingLog {
 
 impl Algorithm for SlidingLog {
     type Params = SlidingParams;
+
+    fn known_encoded_len(&self) -> Option<usize> {
+        Some(self.encoded_len())
+    }
 
     fn fresh(params: &SlidingParams) -> Self {
         SlidingLog {
