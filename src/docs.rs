@@ -86,6 +86,9 @@ pub const fn opt(name: &'static CStr, kind: ArgType, token: &'static CStr) -> Ar
     }
 }
 
+/// `AT t`: the evaluation time, Unix milliseconds.
+pub const AT: ArgDoc = opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT");
+
 /// The options every limiter command takes.
 pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"cost", ArgType::Integer, c"COST"),
@@ -93,7 +96,7 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
-    opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+    AT,
 ];
 
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
@@ -131,7 +134,7 @@ pub const OTHERS: &[CommandDoc] = &[
             arg(c"window", ArgType::String),
             opt(c"n", ArgType::Integer, c"ADD"),
             opt(c"limit", ArgType::Integer, c"LIMIT"),
-            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+            AT,
         ],
         shared_options: false,
         acl: c"write",
@@ -156,7 +159,7 @@ pub const OTHERS: &[CommandDoc] = &[
             KEY,
             arg(c"units", ArgType::Integer),
             opt(c"id", ArgType::String, c"DEDUP"),
-            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+            AT,
         ],
         shared_options: false,
         acl: c"write",
@@ -170,7 +173,7 @@ pub const OTHERS: &[CommandDoc] = &[
         args: &[
             KEY,
             arg(c"duration", ArgType::String),
-            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+            AT,
         ],
         shared_options: false,
         acl: c"write fast",
@@ -199,7 +202,7 @@ pub const OTHERS: &[CommandDoc] = &[
             },
             opt(c"cost", ArgType::Integer, c"COST"),
             opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
-            opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+            AT,
         ],
         shared_options: false,
         acl: c"read fast",

@@ -15,7 +15,7 @@ use crate::core::concurrency::{
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::state::Stored;
 use crate::core::time::expiry_ms;
-use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
@@ -41,7 +41,7 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"peek", ArgType::PureToken, c"PEEK"),
         opt(c"duration", ArgType::String, c"BLOCK"),
-        opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
+        AT,
     ],
     shared_options: false,
     acl: c"write fast",
@@ -54,11 +54,7 @@ pub const RELEASE_DOC: CommandDoc = CommandDoc {
     summary: c"Free the lease an id holds on a concurrency limiter; replies its units (0 if none)",
     complexity: c"O(log N) where N is the number of leases held",
     keys: Keys::Update,
-    args: &[
-        KEY,
-        arg(c"id", ArgType::String),
-        opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT"),
-    ],
+    args: &[KEY, arg(c"id", ArgType::String), AT],
     shared_options: false,
     acl: c"write fast",
 };
