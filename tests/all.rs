@@ -242,40 +242,19 @@ fn all_blocks_the_keys_that_denied() {
     let mut c = s.conn();
     let t = base_ms();
     let at = |ms: u64| (t + ms).to_string();
-    // {u}a allows 2, {u}b allows 10: the third call is denied by {u}a alone.
+    // {u}a allows 2, {u}b allows 10; `opts` after the limiters.
+    let all = |c: &mut Conn, opts: &[&str]| {
+        let head = [
+            "RL.ALL", "2", "{u}a", "{u}b", "FIXED", "2", "1m", "FIXED", "10", "1m",
+        ];
+        c.ints(&[&head[..], opts].concat())
+    };
+    // The third call is denied by {u}a alone.
     for _ in 0..2 {
-        let r = c.ints(&[
-            "RL.ALL",
-            "2",
-            "{u}a",
-            "{u}b",
-            "FIXED",
-            "2",
-            "1m",
-            "FIXED",
-            "10",
-            "1m",
-            "AT",
-            &at(0),
-        ]);
+        let r = all(&mut c, &["AT", &at(0)]);
         assert_eq!(r[0], 1);
     }
-    let r = c.ints(&[
-        "RL.ALL",
-        "2",
-        "{u}a",
-        "{u}b",
-        "FIXED",
-        "2",
-        "1m",
-        "FIXED",
-        "10",
-        "1m",
-        "BLOCK",
-        "1h",
-        "AT",
-        &at(0),
-    ]);
+    let r = all(&mut c, &["BLOCK", "1h", "AT", &at(0)]);
     assert_eq!((r[0], r[3]), (0, 3_600_000));
     assert_eq!(c.int(&["PEXPIRETIME", "{u}a"]), t as i64 + 3_600_000);
     // {u}b did not deny: it expires with its window (epoch-aligned minutes).
@@ -289,20 +268,7 @@ fn all_blocks_the_keys_that_denied() {
     let r = c.ints(&["RL.FIXED", "{u}a", "2", "1m", "AT", &at(120_000)]);
     assert_eq!((r[0], r[2], r[3]), (0, 0, 3_600_000 - 120_000));
     // After the block, a fresh window: as if the block had never been.
-    let r = c.ints(&[
-        "RL.ALL",
-        "2",
-        "{u}a",
-        "{u}b",
-        "FIXED",
-        "2",
-        "1m",
-        "FIXED",
-        "10",
-        "1m",
-        "AT",
-        &at(3_600_000),
-    ]);
+    let r = all(&mut c, &["AT", &at(3_600_000)]);
     assert_eq!((r[0], r[1], r[2]), (1, 2, 1));
     // CL.THROTTLE honours a block on its key.
     assert_eq!(c.int(&["RL.BLOCK", "cell", "10s", "AT", &at(0)]), 10_000);

@@ -40,19 +40,9 @@ fn info_describes_the_key() {
     suite::check_info(&SPEC);
 }
 
+/// Limit 3, leases of 10 s.
 fn acquire(c: &mut Conn, key: &str, id: &str, cost: u64, at: u64) -> Vec<i64> {
-    c.ints(&args![
-        "RL.ACQUIRE",
-        key,
-        3,
-        "10s",
-        "ID",
-        id,
-        "COST",
-        cost,
-        "AT",
-        at
-    ])
+    acquire_with(c, key, id, cost, &[], at)
 }
 
 fn release(c: &mut Conn, key: &str, id: &str, at: u64) -> i64 {

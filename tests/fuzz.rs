@@ -923,21 +923,11 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     wait_rewrite_done(&mut c);
     // Turning the AOF on writes a rewrite of the whole dataset.
     c.ok(&["CONFIG", "SET", "appendonly", "yes"]);
-    wait_until(
-        "the AOF rewrite after appendonly yes",
-        Duration::from_secs(10),
-        || {
-            c.info_field("persistence", "aof_rewrite_in_progress")
-                .as_deref()
-                == Some("0")
-                && c.info_field("persistence", "aof_rewrite_scheduled")
-                    .as_deref()
-                    == Some("0")
-                && c.info_field("persistence", "aof_enabled").as_deref() == Some("1")
-        },
-    );
-    let dir = s.dir.join("appendonlydir");
-    let base = dir_file(&dir, ".base.aof");
+    wait_rewrite_done(&mut c);
+    wait_until("appendonly yes", Duration::from_secs(10), || {
+        c.info_field("persistence", "aof_enabled").as_deref() == Some("1")
+    });
+    let base = aof_file(&s.dir, ".base.aof");
     let aof = std::fs::read(&base).expect("read the base AOF");
     // Granted calls of small limiters propagate their new value (`RL._SET`): the fixed-width
     // form of the schedules, the codec's of the others. (`always`: each reaches the file
@@ -954,26 +944,8 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     ] {
         c.ints(&[call, &["AT", at.as_str()]].concat());
     }
-    // Every incremental file, in order (the names carry their sequence numbers).
-    let mut incr: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
-        .collect();
-    incr.sort_by_key(|p| {
-        let name = p
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let seq: u64 = name
-            .trim_end_matches(".incr.aof")
-            .rsplit('.')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        seq
-    });
+    // Every incremental file, in order.
+    let incr = aof_files(&s.dir, ".incr.aof");
     let appended: Vec<u8> = incr
         .iter()
         .flat_map(|p| std::fs::read(p).expect("read an incremental AOF"))
@@ -998,15 +970,6 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     assert_eq!(set.len(), 6, "one RL._SET per call in {incr:?}");
     payloads.extend(set);
     payloads
-}
-
-/// The file of `dir` whose name ends in `suffix`.
-fn dir_file(dir: &std::path::Path, suffix: &str) -> std::path::PathBuf {
-    std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .find(|p| p.to_string_lossy().ends_with(suffix))
-        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
 }
 
 /// The commands of an AOF file (RESP arrays of bulk strings).

@@ -199,17 +199,6 @@ fn restore_command_rejects_bad_payloads_without_touching_the_key() {
     assert_eq!(c.int(&["EXISTS", "nothing"]), 0);
 }
 
-/// The newest file of `appendonlydir` ending in `suffix`.
-fn aof_file(dir: &std::path::Path, suffix: &str) -> std::path::PathBuf {
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    files.sort();
-    files.pop().expect("an AOF file")
-}
-
 #[test]
 fn small_limiters_propagate_their_new_state_in_a_few_bytes() {
     // A granted call of a limiter whose value encodes in a few bytes propagates that value

@@ -8,7 +8,6 @@ mod suite;
 use common::*;
 use suite::Spec;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// At most 5 units in any 1 s.
@@ -312,17 +311,6 @@ fn sliding_memory_usage_is_a_few_bytes_per_entry() {
         t + 120_000
     ]);
     assert!(c.int(&["MEMORY", "USAGE", "log:1000:1"]) <= one + 64);
-}
-
-/// The newest file of `appendonlydir` ending in `suffix`.
-fn aof_file(dir: &Path, suffix: &str) -> PathBuf {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("appendonlydir"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
-        .collect();
-    files.sort();
-    files.pop().expect("an AOF file")
 }
 
 #[test]

@@ -532,6 +532,33 @@ pub fn wait_rewrite_done(c: &mut Conn) {
     });
 }
 
+/// The files of a server's `appendonlydir` (under its `dir`) whose names end in `suffix`, in
+/// the order of the sequence numbers in their names (`appendonly.aof.<n>.incr.aof`).
+pub fn aof_files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let aof_dir = dir.join("appendonlydir");
+    let mut files: Vec<PathBuf> = fs::read_dir(&aof_dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", aof_dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort_by_key(|p| {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        name.trim_end_matches(suffix)
+            .rsplit('.')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    });
+    files
+}
+
+/// The newest of [`aof_files`].
+pub fn aof_file(dir: &Path, suffix: &str) -> PathBuf {
+    aof_files(dir, suffix)
+        .pop()
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
+}
+
 /// Wait (10 s) until the replica has processed everything the master has sent: the master's
 /// `master_repl_offset` equals the replica's `slave_repl_offset`.
 pub fn wait_replica_synced(master: &Server, replica: &Server) {
