@@ -125,12 +125,14 @@ impl stream_count::Entries for Entries<'_> {
 struct TallyGuard<'a> {
     db: i32,
     key: &'a [u8],
-    tally: Option<Tally>,
+    tally: Tally,
+    /// Whether to keep it.
+    keep: bool,
 }
 
 impl Drop for TallyGuard<'_> {
     fn drop(&mut self) {
-        tally_cache::finish(self.db, self.key, self.tally);
+        tally_cache::finish(self.db, self.key, self.keep.then_some(self.tally));
     }
 }
 
@@ -166,17 +168,18 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     let mut guard = TallyGuard {
         db,
         key: name.bytes(),
-        tally: None,
+        tally: Tally::empty(0, None),
+        keep: false,
     };
     let cached = tally_cache::begin(db, name.bytes());
-    let tally = match kind {
+    guard.tally = match kind {
         Kind::Other => return Err(RlError::WrongType),
         Kind::Missing => Tally::missing(window_ms(req.window), cut),
         Kind::Stream => Tally::current(cached, &Entries(&key), window_ms(req.window), cut)?,
     };
     // A missing key has no tally to keep (its creation, by whoever, starts afresh).
-    guard.tally = (kind == Kind::Stream).then_some(tally);
-    let after = match plan(tally.total(), req.add, req.limit).ok_or(RlError::Overflow)? {
+    guard.keep = kind == Kind::Stream;
+    let after = match plan(guard.tally.total(), req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
             reply::integer(ctx, -1);
@@ -192,19 +195,19 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     drop(key);
 
     // From here the stream changes: the tally is dropped unless every step is accounted for.
-    guard.tally = None;
+    guard.keep = false;
     let mut key = StreamKey::open(ctx, name, true);
     // The evaluation time's ID, never below the last entry; if a deleted entry left the
     // stream's last ID higher, the next automatic ID after it.
     let wanted =
-        next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
+        next_id(now, guard.tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
     let id = wanted
         .and_then(|id| key.add(Some(id), req.add))
         .or_else(|| key.add(None, req.add))
         .ok_or_else(|| {
             RlError::Server("ERR the stream has exhausted the last possible ID".into())
         })?;
-    let mut updated = tally.added(id, req.add);
+    let mut kept = guard.tally.add(id, req.add);
     let mut id_buf = [0u8; ID_BUF];
     replicate_xadd(ctx, name, id.format_into(&mut id_buf), req.add);
     tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xadd", name));
@@ -212,17 +215,17 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     // The trim keeps every entry of the longest window used on the key: the cuts below its
     // start first move up to it, so it removes only entries below every cut. With no entry
     // below it (the tally knows) there is nothing to trim.
-    let horizon = tally.trim_horizon(now);
-    if let Some(t) = updated.as_mut() {
-        t.raise_to(&Entries(&key), horizon);
+    let horizon = guard.tally.trim_horizon(now);
+    if kept {
+        guard.tally.raise_to(&Entries(&key), horizon);
     }
-    let trimmed = if updated.is_some_and(|t| t.nothing_below(horizon)) {
+    let trimmed = if kept && guard.tally.nothing_below(horizon) {
         0
     } else {
         key.trim_below(horizon)
     };
     if trimmed > 0 {
-        updated = updated.and_then(|t| t.trimmed(trimmed));
+        kept = kept && guard.tally.trim(trimmed);
         // What the approximate trim removed, exactly: everything before the first entry kept.
         if let Some(first) = key.first() {
             replicate_key_kw_bytes(
@@ -249,7 +252,8 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     // after the cut (the trim keeps those; an automatic ID behind an `AT` ahead of the clock
     // may not be), so its length says whether anything else changed; another writer's append
     // or trim from inside our events left the tally not quiet, to be reconciled next time.
-    guard.tally = updated.filter(|t| t.len == key.len() && (id >= cut || t.last == key.last()));
+    let t = &guard.tally;
+    guard.keep = kept && t.len == key.len() && (id >= cut || t.last == key.last());
     stats::STREAMCOUNT.record(true);
     reply_total(ctx, after);
     Ok(())

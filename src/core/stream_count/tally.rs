@@ -234,6 +234,7 @@ impl Tally {
     ///
     /// # Errors
     /// An entry in the window without an integer `count`, a sum over 64 bits.
+    #[inline]
     pub fn current<S: Entries>(
         cached: Option<Cached>,
         s: &S,
@@ -250,7 +251,9 @@ impl Tally {
         let found = t.cuts().iter().position(|c| c.window_ms == window_ms);
         let from = match found {
             Some(i) => {
-                if let Some(used) = t.cuts.get_mut(..=i) {
+                if i > 0
+                    && let Some(used) = t.cuts.get_mut(..=i)
+                {
                     used.rotate_right(1);
                 }
                 t.cuts.first().copied()
@@ -401,6 +404,9 @@ impl Tally {
     /// below `horizon` removes only entries below every cut. A cut that cannot be moved (an
     /// entry without an integer `count`, figures that disagree) is dropped.
     pub fn raise_to<S: Entries>(&mut self, s: &S, horizon: StreamId) {
+        if self.cuts().iter().all(|c| c.at >= horizon) {
+            return;
+        }
         let last = self.last;
         let mut cuts = [Cut::default(); MAX_WINDOWS];
         let mut kept = 0;
@@ -428,32 +434,52 @@ impl Tally {
     }
 
     /// The tally after this module appended an entry `id` of `count`.
-    pub fn added(self, id: StreamId, count: u64) -> Option<Self> {
-        let mut t = Tally {
-            len: self.len.checked_add(1)?,
-            last: Some(id),
-            ..self
+    pub fn added(mut self, id: StreamId, count: u64) -> Option<Self> {
+        self.add(id, count).then_some(self)
+    }
+
+    /// [`Tally::added`] in place; `false` (the tally is then to be dropped) on overflow.
+    pub fn add(&mut self, id: StreamId, count: u64) -> bool {
+        let Some(len) = self.len.checked_add(1) else {
+            return false;
         };
-        for c in t.cuts.iter_mut().take(self.n) {
-            if id >= c.at {
-                c.sum = c.sum.checked_add(count)?;
+        self.len = len;
+        self.last = Some(id);
+        let n = self.n;
+        for c in self.cuts.iter_mut().take(n) {
+            let next = if id >= c.at {
+                c.sum.checked_add(count).map(|sum| Cut { sum, ..*c })
             } else {
-                c.below = c.below.checked_add(1)?;
+                c.below.checked_add(1).map(|below| Cut { below, ..*c })
+            };
+            match next {
+                Some(next) => *c = next,
+                None => return false,
             }
         }
-        Some(t)
+        true
     }
 
     /// The tally after this module trimmed `removed` entries below every cut (after
     /// [`Tally::raise_to`] the trim's horizon). `None` when a cut had fewer below it.
-    pub fn trimmed(self, removed: u64) -> Option<Self> {
-        let mut t = Tally {
-            len: self.len.checked_sub(removed)?,
-            ..self
+    pub fn trimmed(mut self, removed: u64) -> Option<Self> {
+        self.trim(removed).then_some(self)
+    }
+
+    /// [`Tally::trimmed`] in place; `false` (the tally is then to be dropped) when a cut had
+    /// fewer entries below it.
+    pub fn trim(&mut self, removed: u64) -> bool {
+        let Some(len) = self.len.checked_sub(removed) else {
+            return false;
         };
-        for c in t.cuts.iter_mut().take(self.n) {
-            *c = c.trimmed(removed)?;
+        self.len = len;
+        let n = self.n;
+        for c in self.cuts.iter_mut().take(n) {
+            match c.trimmed(removed) {
+                Some(next) => *c = next,
+                None => return false,
+            }
         }
-        Some(t)
+        true
     }
 }
