@@ -116,7 +116,7 @@ bench-quick: deps release ## Short benchmark run (bench/run.sh --quick, bench/st
 	RL_MODULE=$(SO_RELEASE) bash bench/run.sh --quick
 	python3 bench/stream_count.py --module $(SO_RELEASE) --quick
 
-bench-stream: deps release ## RL.STREAMCOUNT: µs per call at 2k/20k/200k entries in a 1 h window, hot key vs INCR
+bench-stream: deps release ## RL.STREAMCOUNT: µs per call at 2k/20k/200k entries in a 1 h window, two windows (1m and 1h) on one stream, hot key vs INCR
 	python3 bench/stream_count.py --module $(SO_RELEASE)
 
 bench-instructions: deps release ## Instructions per call under callgrind, steady on a busy machine (needs valgrind)

@@ -10,7 +10,11 @@
    call (`usec_per_call` of `INFO commandstats`), so the client and the network are not in it.
    The first call on the prefilled stream (which has no running total yet, so it reads the
    window once) is shown apart.
-2. Hot-key throughput at pipeline 16 (50 connections, redis-benchmark): `RL.STREAMCOUNT hot 1h`
+2. Two windows on one stream ("100 a minute and 1,000 an hour"): the same 200k-entry prefill
+   (about 3.3 minutes of entries), then calls alternating `RL.STREAMCOUNT k 1m ADD 0` (the
+   minute's check) and `RL.STREAMCOUNT k 1h ADD 1` (the hour's count), AT 1 ms apart; every
+   reply is checked against a sum of the entries the bench made.
+3. Hot-key throughput at pipeline 16 (50 connections, redis-benchmark): `RL.STREAMCOUNT hot 1h`
    against `INCR hot`, each run followed by an INCR run on the same server.
 
 Standard library only; starts its own redis-server on a free loopback port (bench.py's
@@ -20,6 +24,7 @@ helpers) and stops it by pid.
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -78,6 +83,33 @@ def latency(c, n: int, calls: int) -> float:
     return first, usec_per_call(c, "rl.streamcount")
 
 
+def two_windows(c, n: int, calls: int) -> float:
+    """µs per call alternating a 1-minute and a 1-hour window on one stream of n entries."""
+    c.call("FLUSHALL")
+    now = int(time.time() * 1000)
+    t0 = now - n - 10
+    key = f"two{n}"
+    prefill(c, key, n, t0)
+    times = [t0 + i for i in range(n)]  # the entries' ms, sorted; every count is 1
+    at = now
+    # Each window's first call reads its window once; they are left out of the figure.
+    for window, ms in (("1m", 60_000), ("1h", HOUR_MS)):
+        want = len(times) - bisect.bisect_left(times, at - ms)
+        if c.call("RL.STREAMCOUNT", key, window, "ADD", 0, "AT", at) != want:
+            raise RuntimeError(f"first {window} call")
+    c.call("CONFIG", "RESETSTAT")
+    for i in range(calls):
+        at += 1
+        window, ms, add = ("1m", 60_000, 0) if i % 2 == 0 else ("1h", HOUR_MS, 1)
+        want = len(times) - bisect.bisect_left(times, at - ms) + add
+        r = c.call("RL.STREAMCOUNT", key, window, "ADD", add, "AT", at)
+        if r != want:
+            raise RuntimeError(f"RL.STREAMCOUNT {window} replied {r}, expected {want}")
+        if add:
+            times.append(at)
+    return usec_per_call(c, "rl.streamcount")
+
+
 def benchmark(port: int, args: list[str], n: int) -> float:
     cmd = ["redis-benchmark", "-p", str(port), "-c", "50", "-P", "16", "-n", str(n), "-q",
            "--csv"] + args
@@ -110,6 +142,12 @@ def main():
         for n in [int(x) for x in a.sizes.split(",")]:
             first, per_call = latency(c, n, calls)
             print(f"| {n:,} | {per_call:.1f} | {first:.0f} |", flush=True)
+        print()
+        n = max(int(x) for x in a.sizes.split(","))
+        print("| two windows on one stream | server µs per call |")
+        print("|---|---:|")
+        per_call = two_windows(c, n, calls)
+        print(f"| {n:,} entries, alternating 1m ADD 0 and 1h ADD 1 | {per_call:.1f} |", flush=True)
         print()
         print("| hot key, P16, 50 conns | req/s | INCR req/s | ratio |")
         print("|---|---:|---:|---:|")

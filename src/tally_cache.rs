@@ -1,7 +1,7 @@
 //! The process-wide cache of RL.STREAMCOUNT running totals ([`TallyCache`]), keyed by database
 //! and key name, and the events that invalidate it.
 //!
-//! A tally is trusted only while the stream changed in ways [`Tally::reconcile`] detects
+//! A tally is trusted only while the stream changed in ways [`Tally::current`] detects
 //! (appends, head trims), and it is reconciled (the stream's length and last entry read) only
 //! when an `xadd` or `xtrim` event of another writer reached the key since the tally was stored,
 //! or the stream's length is not the tally's; otherwise it is taken as it is. Every other change
@@ -17,14 +17,15 @@
 //! the server.
 //!
 //! [`Tally`]: crate::core::stream_count::Tally
-//! [`Tally::reconcile`]: crate::core::stream_count::Tally::reconcile
+//! [`Tally::current`]: crate::core::stream_count::Tally::current
 
 use std::sync::{Mutex, MutexGuard};
 
 use crate::core::stream_count::{Cached, EventEffect, Tally, TallyCache, event_effect};
 
 /// Keys whose tallies are kept; past it the least recently used half is dropped. At about
-/// 150 bytes plus the key's name each, 100k tallies stay under ~20 MB.
+/// 300 bytes plus the key's name each (room for four windows' cuts), 100k tallies stay under
+/// ~40 MB.
 pub const MAX_TALLIES: usize = 100_000;
 
 static CACHE: Mutex<Option<TallyCache>> = Mutex::new(None);

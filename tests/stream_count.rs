@@ -502,6 +502,61 @@ fn streamcount_matches_a_model_under_random_sequences() {
     }
 }
 
+/// "100 a minute and 1,000 an hour" on one stream, and now and then a third to fifth window
+/// (10 s, 5 m, 20 m: past four the least recently used cut is dropped): every reply is the sum
+/// the test computes from the entries it made, and an appending call of a shorter window never
+/// trims an entry the hour still counts, only entries older than an hour.
+#[test]
+fn streamcount_windows_on_one_stream_keep_every_total() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Small nodes, so that the approximate trims remove entries.
+    c.ok(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
+    let t0 = base_ms();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut m = Model::default();
+    let mut now = t0;
+    let hour = 3_600_000;
+    let mut hour_trimmed = 0;
+    for step in 0..1_500 {
+        now += 1_000 + rng.below(15_000);
+        let (window, ms) = match (step, rng.below(20)) {
+            (0, _) | (_, 0..=8) => ("1h", hour),
+            (_, 9..=17) => ("1m", 60_000),
+            (_, 18) => (["10s", "5m", "20m"][rng.below(3) as usize], 0),
+            _ => ("1m", 60_000),
+        };
+        let ms = match window {
+            "10s" => 10_000,
+            "5m" => 300_000,
+            "20m" => 1_200_000,
+            _ => ms,
+        };
+        let add = rng.below(3);
+        let limit = (rng.below(4) == 0).then(|| 1 + rng.below(400));
+        let total = m.total(now, ms);
+        let mut cmd = args!["RL.STREAMCOUNT", "k", window, "ADD", add, "AT", now].to_vec();
+        if let Some(l) = limit {
+            cmd.extend(args!["LIMIT", l]);
+        }
+        let want = match limit {
+            Some(l) if total + add > l => -1,
+            _ => (total + add) as i64,
+        };
+        assert_eq!(c.int(&cmd), want, "step {step}: {cmd:?}");
+        if want >= 0 && add > 0 {
+            m.module_push(now, add);
+            let before = m.entries.len();
+            // Only entries older than the hour may go.
+            m.trimmed_to(xlen(&mut c, "k"), now - hour);
+            hour_trimmed += before - m.entries.len();
+        }
+    }
+    // The trims did run (the stream spans well over an hour).
+    assert!(hour_trimmed > 0, "nothing trimmed");
+    assert!(now - t0 > 3 * hour, "{}", now - t0);
+}
+
 /// Other writers that append and trim as many entries as they add, so the stream's length is
 /// what the running total last saw: the total follows the new entries, whether the writes come
 /// between two calls, in one script, in one MULTI with the module, or from a script that calls

@@ -3,11 +3,15 @@
 //! A sliding-window counter on a real Redis stream, in the layout of the classic Lua script (one
 //! entry per accepted call, field `count`), so existing keys keep working.
 //!
-//! The window's total is a running total ([`Tally`], kept in `tally_cache`): checked against the
-//! stream's length, and after another writer's append or trim (an `xadd` or `xtrim` event) also
-//! reconciled with its last entry ID (reading only entries appended by other writers), slid to
-//! the new window start (reading only the entries that left or entered), and rebuilt by reading
-//! the window when the figures disagree or a keyspace event dropped it. Amortized O(1) per call.
+//! The window's total is a running total ([`Tally`], kept in `tally_cache`), with a cut per
+//! window length in use on the key (up to four): checked against the stream's length, and after
+//! another writer's append or trim (an `xadd` or `xtrim` event) also reconciled with its last
+//! entry ID (reading only entries appended by other writers), its window's cut slid to the new
+//! window start (reading only the entries that left or entered), and read again when the figures
+//! disagree or a keyspace event dropped it. Amortized O(1) per call.
+//!
+//! The trim keeps every entry of the longest window used on the key (a one-minute call never
+//! removes what the one-hour window counts).
 //!
 //! The writes are the stream API's append, approximate `MINID` trim and absolute expiry; each is
 //! replicated as its exact effect (`XADD key <id> count <n>`, `XTRIM key MINID <first kept ID>`,
@@ -21,7 +25,7 @@ use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
 use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::stream_count::{
-    Cached, ID_BUF, IdRange, Plan, Reconcile, Slide, StreamId, Tally, next_id, plan,
+    self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
     window_start_ms,
 };
 use crate::core::time::ceil_ms;
@@ -91,78 +95,28 @@ fn scan_error(e: ScanError) -> RlError {
     }
 }
 
-/// From `from` to the end of the stream.
-fn to_end(from: StreamId) -> IdRange {
-    IdRange {
-        from,
-        to: StreamId {
-            ms: u64::MAX,
-            seq: u64::MAX,
-        },
+/// The stream key as the running total reads it.
+struct Entries<'a>(&'a StreamKey);
+
+impl From<Inconsistent> for RlError {
+    fn from(_: Inconsistent) -> Self {
+        RlError::Overflow
     }
 }
 
-/// The tally of the window starting at `cut` read from the stream of `len` entries.
-///
-/// # Errors
-/// An entry in the window without an integer `count`, a sum over 64 bits.
-fn rebuild(key: &StreamKey, len: u64, cut: StreamId) -> Result<Tally, RlError> {
-    let (n, sum) = key.sum(to_end(cut)).map_err(scan_error)?;
-    Tally::rebuilt(len, key.last(), cut, n, sum).ok_or(RlError::Overflow)
-}
-
-/// `t` brought up to the stream of `len` entries ending at `last`, reading only what other
-/// writers appended; `None` when it must be rebuilt.
-///
-/// # Errors
-/// An appended entry without an integer `count`, a sum over 64 bits.
-fn reconcile(
-    key: &StreamKey,
-    t: Tally,
-    len: u64,
-    last: Option<StreamId>,
-) -> Result<Option<Tally>, RlError> {
-    Ok(match t.reconcile(len, last) {
-        Reconcile::Same => Some(t),
-        Reconcile::HeadTrimmed => t.head_trimmed(len),
-        Reconcile::Appended { below, window } => {
-            let below_n = below.map_or(0, |r| key.count(r));
-            let (window_n, window_sum) = match window {
-                Some(r) => key.sum(r).map_err(scan_error)?,
-                None => (0, 0),
-            };
-            last.and_then(|last| t.appended(len, last, below_n, window_n, window_sum))
-        }
-        Reconcile::Rebuild => None,
-    })
-}
-
-/// The tally of the window starting at `cut`: the cached one brought up to date, else one read
-/// from the stream.
-///
-/// A quiet cached tally (no other writer's append or trim since it was stored) of the
-/// stream's length is taken as it is; any other is reconciled with the stream's length and
-/// last entry.
-///
-/// # Errors
-/// An entry in the window without an integer `count`, a sum over 64 bits.
-fn current_tally(key: &StreamKey, cached: Option<Cached>, cut: StreamId) -> Result<Tally, RlError> {
-    let len = key.len();
-    let reconciled = match cached {
-        Some(c) if c.quiet && c.tally.len == len => Some(c.tally),
-        Some(c) => reconcile(key, c.tally, len, key.last())?,
-        None => None,
-    };
-    let Some(t) = reconciled else {
-        return rebuild(key, len, cut);
-    };
-    let (n, sum) = match t.slide(cut) {
-        Slide::Stay => (0, 0),
-        Slide::Leave(r) | Slide::Enter(r) => key.sum(r).map_err(scan_error)?,
-    };
-    match t.slid(cut, n, sum) {
-        Some(t) => Ok(t),
-        None => rebuild(key, len, cut),
+impl stream_count::Entries for Entries<'_> {
+    type Error = RlError;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn last(&self) -> Option<StreamId> {
+        self.0.last()
+    }
+    fn count(&self, range: IdRange) -> u64 {
+        self.0.count(range)
+    }
+    fn sum(&self, range: IdRange) -> Result<(u64, u64), RlError> {
+        self.0.sum(range).map_err(scan_error)
     }
 }
 
@@ -171,12 +125,14 @@ fn current_tally(key: &StreamKey, cached: Option<Cached>, cut: StreamId) -> Resu
 struct TallyGuard<'a> {
     db: i32,
     key: &'a [u8],
-    tally: Option<Tally>,
+    tally: Tally,
+    /// Whether to keep it.
+    keep: bool,
 }
 
 impl Drop for TallyGuard<'_> {
     fn drop(&mut self) {
-        tally_cache::finish(self.db, self.key, self.tally);
+        tally_cache::finish(self.db, self.key, self.keep.then_some(self.tally));
     }
 }
 
@@ -212,17 +168,18 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     let mut guard = TallyGuard {
         db,
         key: name.bytes(),
-        tally: None,
+        tally: Tally::empty(0, None),
+        keep: false,
     };
     let cached = tally_cache::begin(db, name.bytes());
-    let tally = match kind {
+    guard.tally = match kind {
         Kind::Other => return Err(RlError::WrongType),
-        Kind::Missing => Tally::rebuilt(0, None, cut, 0, 0).ok_or(RlError::Overflow)?,
-        Kind::Stream => current_tally(&key, cached, cut)?,
+        Kind::Missing => Tally::missing(window_ms(req.window), cut),
+        Kind::Stream => Tally::current(cached, &Entries(&key), window_ms(req.window), cut)?,
     };
     // A missing key has no tally to keep (its creation, by whoever, starts afresh).
-    guard.tally = (kind == Kind::Stream).then_some(tally);
-    let after = match plan(tally.sum, req.add, req.limit).ok_or(RlError::Overflow)? {
+    guard.keep = kind == Kind::Stream;
+    let after = match plan(guard.tally.total(), req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
             stats::STREAMCOUNT.record(false);
             reply::integer(ctx, -1);
@@ -238,31 +195,37 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     drop(key);
 
     // From here the stream changes: the tally is dropped unless every step is accounted for.
-    guard.tally = None;
+    guard.keep = false;
     let mut key = StreamKey::open(ctx, name, true);
     // The evaluation time's ID, never below the last entry; if a deleted entry left the
     // stream's last ID higher, the next automatic ID after it.
     let wanted =
-        next_id(now, tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
+        next_id(now, guard.tally.last.map(|l| (l.ms, l.seq))).map(|(ms, seq)| StreamId { ms, seq });
     let id = wanted
         .and_then(|id| key.add(Some(id), req.add))
         .or_else(|| key.add(None, req.add))
         .ok_or_else(|| {
             RlError::Server("ERR the stream has exhausted the last possible ID".into())
         })?;
-    let mut updated = tally.added(id, req.add);
+    let mut kept = guard.tally.add(id, req.add);
     let mut id_buf = [0u8; ID_BUF];
     replicate_xadd(ctx, name, id.format_into(&mut id_buf), req.add);
     tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xadd", name));
 
-    // With no entry below the cut (the tally knows) there is nothing to trim.
-    let trimmed = if updated.is_some_and(|t| t.below == 0) {
+    // The trim keeps every entry of the longest window used on the key: the cuts below its
+    // start first move up to it, so it removes only entries below every cut. With no entry
+    // below it (the tally knows) there is nothing to trim.
+    let horizon = guard.tally.trim_horizon(now);
+    if kept {
+        guard.tally.raise_to(&Entries(&key), horizon);
+    }
+    let trimmed = if kept && guard.tally.nothing_below(horizon) {
         0
     } else {
-        key.trim_below(cut)
+        key.trim_below(horizon)
     };
     if trimmed > 0 {
-        updated = updated.and_then(|t| t.trimmed(trimmed));
+        kept = kept && guard.tally.trim(trimmed);
         // What the approximate trim removed, exactly: everything before the first entry kept.
         if let Some(first) = key.first() {
             replicate_key_kw_bytes(
@@ -289,7 +252,8 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     // after the cut (the trim keeps those; an automatic ID behind an `AT` ahead of the clock
     // may not be), so its length says whether anything else changed; another writer's append
     // or trim from inside our events left the tally not quiet, to be reconciled next time.
-    guard.tally = updated.filter(|t| t.len == key.len() && (id >= cut || t.last == key.last()));
+    let t = &guard.tally;
+    guard.keep = kept && t.len == key.len() && (id >= cut || t.last == key.last());
     stats::STREAMCOUNT.record(true);
     reply_total(ctx, after);
     Ok(())
