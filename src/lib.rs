@@ -116,9 +116,11 @@ macro_rules! module {
             init: init,
             commands: [
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
-                ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
+                // RL.RELEASE, RL.REFUND and RL.UNBLOCK only free or give back: not deny-oom, so
+                // they run under maxmemory too.
+                ["rl.release", commands::entry(commands::concurrency::release), "write fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
-                ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl.refund", commands::entry(commands::refund::run), "write", 1, 1, 1, ""],
                 ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
                 ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],
