@@ -12,6 +12,9 @@
 #   RL_INSTR_ONLY=regex   only the labels matching it (e.g. 'INCR|RL.GCRA')
 #   RL_INSTR_KEEP=dir     keep each callgrind output there (for callgrind_annotate)
 #   RL_INSTR_REPLICA=0    skip the with-replica table (=only: only that table)
+# The row `INCR, module not loaded` counts INCR on a server without the module (nor the floor
+# module): against the `INCR` row, what loading the module costs a command it does not own
+# (SPEC: nothing, within noise).
 # The row `API floor` is bench/floor/floor.c (built here with cc): the module API calls of a
 # granted RL.GCRA call and nothing else, so RL.GCRA's count minus its count is the module's own
 # work. It is skipped when cc or the redis-module crate's redismodule.h is missing.
@@ -57,14 +60,18 @@ fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # count LABEL [SCRIPT] -- ARGS...: instructions per call of ARGS (EVALSHA of SCRIPT when given),
-# with a replica attached when $with_replica is 1
+# with a replica attached when $with_replica is 1, on servers that load the modules unless
+# $bare is 1
+bare=0
 count() {
   local label=$1 script=$2; shift 3
   if [ -n "$ONLY" ] && ! [[ $label =~ $ONLY ]]; then return; fi
+  local modules=(--loadmodule "$MODULE" "${floor[@]}")
+  [ "$bare" = 1 ] && modules=()
   local port; port=$(free_port)
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.%p" \
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
-    --loadmodule "$MODULE" "${floor[@]}" >"$work/server.log" 2>&1 &
+    "${modules[@]}" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.1; done
   local rport=""
@@ -72,7 +79,7 @@ count() {
     rport=$(free_port)
     mkdir -p "$work/replica"
     redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work/replica" \
-      --loadmodule "$MODULE" "${floor[@]}" --replicaof 127.0.0.1 "$port" >"$work/replica.log" 2>&1 &
+      "${modules[@]}" --replicaof 127.0.0.1 "$port" >"$work/replica.log" 2>&1 &
     rpid=$!
     for _ in $(seq 600); do
       redis-cli -p "$rport" INFO replication 2>/dev/null | grep -q 'master_link_status:up' && break
@@ -117,6 +124,7 @@ table() {
   incr=1
   local K='k:__rand_int__'
   count "INCR" "" -- INCR "$K"
+  bare=1 count "INCR, module not loaded" "" -- INCR "$K"
   count "RL.GCRA" "" -- RL.GCRA "$K" 10000000 1 1m
   [ ${#floor[@]} -gt 0 ] && count "API floor (RL.GCRA's API calls only)" "" -- FLOOR.GCRA "$K" 10000000 1 1m
   count "CL.THROTTLE" "" -- CL.THROTTLE "$K" 9999999 1 60

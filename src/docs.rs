@@ -55,8 +55,26 @@ pub struct CommandDoc {
     pub shared_options: bool,
     /// Redis ACL categories (`write fast`, `read fast`, ...), so users granted those categories
     /// can run the command. The module's own category [`ACL_CATEGORY`] is added where the
-    /// server supports module categories.
+    /// server supports module categories, except to administration commands
+    /// ([`CommandDoc::in_module_category`]).
     pub acl: &'static CStr,
+}
+
+/// The ACL category of administration commands: a command in it is in no category that lets
+/// applications rate-limit, the module's own included.
+pub const ADMIN: &[u8] = b"admin";
+
+impl CommandDoc {
+    /// Whether the command is in the module's category [`ACL_CATEGORY`]: every command
+    /// applications use is, administration commands (in `@admin`, such as the internal
+    /// RL._SET and RL._RESTORE, which write raw state) are not.
+    pub fn in_module_category(&self) -> bool {
+        !self
+            .acl
+            .to_bytes()
+            .split(|&b| b == b' ')
+            .any(|c| c == ADMIN)
+    }
 }
 
 /// The module's ACL category (`ACL SETUSER app +@ratelimit`), on servers with module
@@ -219,7 +237,8 @@ pub const OTHERS: &[CommandDoc] = &[
             opt(c"unix-time-milliseconds", ArgType::UnixTime, c"PXAT"),
         ],
         shared_options: false,
-        acl: c"write dangerous",
+        // Raw state: for replication and the AOF, never for applications (SPEC "ACL").
+        acl: c"admin dangerous",
     },
     CommandDoc {
         name: c"rl._set",
@@ -229,6 +248,7 @@ pub const OTHERS: &[CommandDoc] = &[
         keys: Keys::Overwrite,
         args: &[KEY, arg(c"payload", ArgType::String)],
         shared_options: false,
-        acl: c"write dangerous",
+        // As RL._RESTORE.
+        acl: c"admin dangerous",
     },
 ];

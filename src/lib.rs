@@ -26,9 +26,9 @@ type ModuleAlloc = redis_module::alloc::RedisAlloc;
 type ModuleAlloc = std::alloc::System;
 
 /// Load-time setup after the commands are registered: command docs, key specs and ACL
-/// categories, the filter that makes `CONFIG RESETSTAT` reset `INFO ratelimit`, I/O error
-/// handling for diskless loads, and a panic hook that leaves a trace in the server log and then
-/// runs the hook it replaces.
+/// categories, I/O error handling for diskless loads, and a panic hook that leaves a trace in
+/// the server log and then runs the hook it replaces. Nothing here adds work to the server's
+/// other commands (no command filter: `CONFIG RESETSTAT` leaves `INFO ratelimit` as it is).
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     if register_limiters(ctx) == Status::Err {
         return Status::Err;
@@ -49,9 +49,6 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         }
     }
     if let Err(e) = ffi::events::subscribe(ctx) {
-        return fail(e);
-    }
-    if let Err(e) = ffi::resetstat::register(ctx) {
         return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
@@ -116,9 +113,11 @@ macro_rules! module {
             init: init,
             commands: [
                 ["rl.all", commands::entry(commands::all::run), "write deny-oom getkeys-api", 0, 0, 0, ""],
-                ["rl.release", commands::entry(commands::concurrency::release), "write deny-oom fast", 1, 1, 1, ""],
+                // RL.RELEASE, RL.REFUND and RL.UNBLOCK only free or give back: not deny-oom, so
+                // they run under maxmemory too.
+                ["rl.release", commands::entry(commands::concurrency::release), "write fast", 1, 1, 1, ""],
                 ["rl.info", commands::entry(commands::info::run), "readonly fast", 1, 1, 1, ""],
-                ["rl.refund", commands::entry(commands::refund::run), "write deny-oom", 1, 1, 1, ""],
+                ["rl.refund", commands::entry(commands::refund::run), "write", 1, 1, 1, ""],
                 ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
                 ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],

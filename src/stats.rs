@@ -1,4 +1,6 @@
-//! Per-command counters shown by `INFO ratelimit`.
+//! Per-command counters shown by `INFO ratelimit`: monotonic from the module's load, as
+//! Prometheus counters are (servers do not tell modules about `CONFIG RESETSTAT`, and the module
+//! watches no other command to find out).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,13 +39,6 @@ impl CommandStats {
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    /// Zero the counters.
-    pub fn reset(&self) {
-        self.calls.store(0, Ordering::Relaxed);
-        self.granted.store(0, Ordering::Relaxed);
-        self.denied.store(0, Ordering::Relaxed);
     }
 }
 
@@ -95,13 +90,6 @@ macro_rules! define_stats {
 
 crate::registry::algorithms!(define_stats);
 
-/// Zero every command's counters (`CONFIG RESETSTAT`).
-pub fn reset() {
-    for s in ALL {
-        s.reset();
-    }
-}
-
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`,
 /// the command's name with `_` for `.` (`ratelimit_rl_gcra`).
 #[redis_module_macros::info_command_handler]
@@ -139,16 +127,12 @@ mod tests {
     }
 
     #[test]
-    fn reset_zeroes_every_counter() {
+    fn record_counts_calls_grants_and_denials() {
         let s = CommandStats::new("t");
         s.record(true);
         s.record(false);
         s.record(false);
-        assert_eq!(s.calls.load(Ordering::Relaxed), 3);
-        assert_eq!(s.denied.load(Ordering::Relaxed), 2);
-        s.reset();
-        for c in [&s.calls, &s.granted, &s.denied] {
-            assert_eq!(c.load(Ordering::Relaxed), 0);
-        }
+        let got = [&s.calls, &s.granted, &s.denied].map(|c| c.load(Ordering::Relaxed));
+        assert_eq!(got, [3, 1, 2]);
     }
 }

@@ -156,6 +156,37 @@ fn command_info_lists_each_commands_acl_categories() {
         want.sort();
         assert_eq!(got_sorted, want, "{name}: {got:?}");
     }
+    // The internal commands that write raw state: @admin and @dangerous, nothing else (not
+    // @write, @fast or the module's category).
+    for name in INTERNAL {
+        let want: &[&str] = if caps.categories {
+            &["@admin", "@dangerous"]
+        } else {
+            &[]
+        };
+        let mut got = acl_categories(&mut c, name);
+        got.sort();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// The internal commands: replication and AOF write raw state with them.
+const INTERNAL: [&str; 2] = ["rl._restore", "rl._set"];
+
+/// The ACL categories `COMMAND INFO` lists for `name` (its seventh field, as `@write`).
+fn acl_categories(c: &mut Conn, name: &str) -> Vec<String> {
+    let info = c.cmd(&["COMMAND", "INFO", name]);
+    let entry = info
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(|e| e.as_array())
+        .unwrap_or_else(|| panic!("COMMAND INFO {name}: {info:?}"));
+    entry[6]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: {entry:?}"))
+        .iter()
+        .filter_map(Reply::as_str)
+        .collect()
 }
 
 #[test]
@@ -194,12 +225,104 @@ fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
         let allowed = caps.categories && cats.contains(&"read");
         assert_eq!(!is_noperm(&r), allowed, "reader: {call:?}: {r:?}");
     }
-    // The internal restore and set commands are in @write and @dangerous, not @fast.
-    for cmd in ["RL._RESTORE", "RL._SET"] {
-        let r = writer.cmd(&[cmd, "x", "not-a-payload"]);
-        assert_eq!(is_noperm(&r), !caps.categories, "{cmd}: {r:?}");
-        assert!(r.is_error(), "{cmd}: a bad payload is refused: {r:?}");
+    // The internal restore and set commands are in neither @write nor @fast (nor @read).
+    for cmd in INTERNAL {
+        for (who, conn) in [
+            ("app", &mut app),
+            ("writer", &mut writer),
+            ("reader", &mut reader),
+        ] {
+            let r = conn.cmd(&[cmd, "x", "not-a-payload"]);
+            assert!(is_noperm(&r), "{who}: {cmd}: {r:?}");
+        }
     }
+}
+
+/// LEB128, as the module's payloads write integers.
+fn varint(mut v: u128, out: &mut Vec<u8>) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// The payload of a fresh GCRA limiter (burst `burst`, `rate` per `period_us`) last updated at
+/// `at_us`, written by hand after the codec's version 1 layout: version 1, kind 1 (GCRA), the
+/// last update, burst, rate, period, the TAT (0: fresh) and no `DEDUP` id.
+fn fresh_gcra_payload(at_us: u64, burst: u64, rate: u64, period_us: u64) -> Vec<u8> {
+    let mut p = vec![1u8, 1];
+    for v in [at_us, burst, rate, period_us, 0, 0] {
+        varint(u128::from(v), &mut p);
+    }
+    p
+}
+
+/// D1: a user who may only rate-limit cannot overwrite a limiter's state with the internal
+/// commands (reset an exhausted limiter, or date its clock ahead), whether it was granted the
+/// module's category (`+@ratelimit`, as the README recommends), `+@write`, or everything but
+/// `@dangerous`. A user granted everything still can (replication and the AOF run as such).
+#[test]
+fn users_who_may_only_rate_limit_cannot_overwrite_a_limiters_state() {
+    let s = Server::start();
+    let caps = caps(&s);
+    let mut admin = s.conn();
+    let t = base_ms();
+    let gcra = |c: &mut Conn| c.ints(&args!["RL.GCRA", "rl:k", 3, 1, "1h", "COST", 3, "AT", t]);
+    // An exhausted limiter (burst 3, one unit an hour): 3 units granted, the next 3 denied for
+    // the 3 hours the limiter takes to be fresh again.
+    assert_eq!(gcra(&mut admin), [3, 3, 0, 0, 10_800_000]);
+    assert_eq!(gcra(&mut admin), [0, 3, 0, 10_800_000, 10_800_000]);
+    let fresh = fresh_gcra_payload(t * 1000, 3, 1, 3_600_000_000);
+    let pxat = (t + 3_600_000).to_string();
+
+    let mut users: Vec<(&str, Vec<&str>)> = vec![
+        ("writer", vec!["+@write", "~*"]),
+        ("app", vec!["+@write", "+@fast", "~rl:*"]),
+        ("nodanger", vec!["+@all", "-@dangerous", "~*"]),
+    ];
+    if caps.module_category {
+        users.push(("rl", vec!["+@ratelimit", "~rl:*"]));
+    } else {
+        // The category does not exist on this server.
+        let e = admin.err(&["ACL", "SETUSER", "rl", "on", ">pw", "+@ratelimit"]);
+        assert!(e.contains("+@ratelimit"), "{e}");
+    }
+    for (user, rules) in &users {
+        let mut setuser = vec!["ACL", "SETUSER", user, "on", ">pw"];
+        setuser.extend(rules);
+        admin.ok(&setuser);
+        let mut c = login(&s, user);
+        for call in [
+            args!["RL._SET", "rl:k", fresh.clone()].to_vec(),
+            args!["RL._RESTORE", "rl:k", fresh.clone(), "PXAT", pxat.clone()].to_vec(),
+        ] {
+            let r = c.cmd(&call);
+            // `+@all -@dangerous` grants every command in no category, and Redis 7.0 puts module
+            // commands in none: there only naming them (`-rl._set -rl._restore`) denies them.
+            let allowed = *user == "nodanger" && !caps.categories;
+            if allowed {
+                assert_eq!(r, Reply::Simple("OK".into()), "{user}: {r:?}");
+                // Exhaust it again for the next user.
+                assert_eq!(gcra(&mut admin), [3, 3, 0, 0, 10_800_000]);
+            } else {
+                assert!(is_noperm(&r), "{user}: {r:?}");
+            }
+        }
+        // Nothing changed: still exhausted.
+        assert_eq!(
+            gcra(&mut admin),
+            [0, 3, 0, 10_800_000, 10_800_000],
+            "{user}"
+        );
+    }
+    // The payload is a valid one: a user granted everything resets the limiter with it.
+    admin.ok(&args!["RL._SET", "rl:k", fresh]);
+    assert_eq!(gcra(&mut admin), [3, 3, 0, 0, 10_800_000]);
 }
 
 #[test]

@@ -895,3 +895,72 @@ fn check_on_a_replica_agrees_with_peek_for_random_lease_states() {
         assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
     }
 }
+
+/// SPEC "ACL": commands that only free or give back are not `deny-oom`. With `maxmemory 1` and
+/// `noeviction` the server refuses every command that may take memory (OOM), but a worker still
+/// releases its lease, units are still refunded and a block is still removed, so a limiter does
+/// not stay saturated exactly while the server is short of memory.
+#[test]
+fn release_refund_and_unblock_run_when_the_server_is_out_of_memory() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // Limit 5, leases of 1 h: w1 takes 2 units.
+    assert_eq!(
+        c.ints(&args![
+            "RL.ACQUIRE",
+            "k",
+            5,
+            "1h",
+            "ID",
+            "w1",
+            "COST",
+            2,
+            "AT",
+            t
+        ]),
+        [2, 5, 3, 0, 3_600_000]
+    );
+    // Burst 5, one unit an hour: 2 units used, back in 2 h.
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "g", 5, 1, "1h", "COST", 2, "AT", t]),
+        [2, 5, 3, 0, 7_200_000]
+    );
+    assert_eq!(c.int(&args!["RL.BLOCK", "b", "1h", "AT", t]), 3_600_000);
+    c.ok(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    c.ok(&["CONFIG", "SET", "maxmemory", "1"]);
+    // What may take memory is refused before it runs.
+    for call in [
+        args!["RL.ACQUIRE", "k", 5, "1h", "ID", "w2", "AT", t].to_vec(),
+        args!["RL.GCRA", "g", 5, 1, "1h", "AT", t].to_vec(),
+        args!["RL.BLOCK", "b2", "1h", "AT", t].to_vec(),
+        args!["SET", "x", 1].to_vec(),
+    ] {
+        let e = c.err(&call);
+        assert!(e.starts_with("OOM"), "{e}");
+    }
+    // What frees or gives back runs: w1's 2 units, the GCRA's 2 units, the block.
+    assert_eq!(release(&mut c, "k", "w1", t), 2);
+    assert_eq!(
+        c.ints(&args!["RL.REFUND", "g", 2, "AT", t]),
+        [2, 5, 5, 0, 0]
+    );
+    assert_eq!(c.int(&["RL.UNBLOCK", "b"]), 1);
+    // The lease is gone: once memory is back, the whole limit can be acquired.
+    c.ok(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(
+        c.ints(&args![
+            "RL.ACQUIRE",
+            "k",
+            5,
+            "1h",
+            "ID",
+            "w2",
+            "COST",
+            5,
+            "AT",
+            t
+        ]),
+        [5, 5, 0, 0, 3_600_000]
+    );
+}

@@ -186,6 +186,97 @@ fn refuses_bad_payloads(c: &mut Conn, cmd: &str, k: &str) {
     }
 }
 
+/// LEB128, as the module's payloads write integers.
+fn varint(mut v: u128, out: &mut Vec<u8>) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// A payload written by hand after the codec's layout: `version`, `kind`, then `fields` as
+/// varints (the last update, the algorithm's fields, ..., the number of `DEDUP` ids).
+fn payload(version: u8, kind: u8, fields: &[u128]) -> Vec<u8> {
+    let mut p = vec![version, kind];
+    for &f in fields {
+        varint(f, &mut p);
+    }
+    p
+}
+
+/// Payloads that decode but hold a value the module could not have written (times and counts
+/// outside what its arithmetic assumes) are refused by RL._SET and RL._RESTORE, changing
+/// nothing; one at the edge is accepted and RL.INFO works on it.
+#[test]
+fn restore_and_set_refuse_values_the_module_could_not_have_written() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    let t_us = u128::from(t) * 1000;
+    let span = u128::from(i64::MAX as u64);
+    let hour = 3_600_000_000u128;
+    // An exhausted GCRA limiter (burst 3, one unit an hour).
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "k", 3, 1, "1h", "COST", 3, "AT", t]),
+        [3, 3, 0, 0, 10_800_000]
+    );
+    let before = c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]);
+    let expiry = c.int(&["PEXPIRETIME", "k"]);
+    // GCRA (version 1, kind 1): last update, burst, rate, period (µs), TAT (ticks of 1/rate
+    // µs, here µs), no DEDUP id.
+    let gcra = |last: u128, tat: u128| payload(1, 1, &[last, 3, 1, hour, tat, 0]);
+    let bad = [
+        // The TAT 2^63 µs after the last update: RL.INFO's reset_after would not fit.
+        ("TAT", gcra(t_us, t_us + span + 1)),
+        // A last update after 9999-12-31, the latest AT.
+        ("last update", gcra(253_402_300_800_000_000, 0)),
+        // RL.FIXED (kind 4): limit 5, window 1 s, offset 0, window end, count 2^63.
+        (
+            "count",
+            payload(
+                1,
+                4,
+                &[t_us, 5, 1_000_000, 0, t_us + 1_000_000, span + 1, 0],
+            ),
+        ),
+        // Version 2 with a block ending 2^63 µs after the last update.
+        (
+            "block",
+            payload(2, 1, &[t_us, 3, 1, hour, 0, t_us + span + 1, 0]),
+        ),
+    ];
+    for (what, p) in &bad {
+        for cmd in ["RL._SET", "RL._RESTORE"] {
+            for key in ["k", "missing"] {
+                assert_eq!(
+                    c.err(&args![cmd, key, p.clone()]),
+                    "ERR invalid rate limiter payload",
+                    "{cmd} {key}: {what}"
+                );
+            }
+        }
+    }
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), before);
+    assert_eq!(c.int(&["PEXPIRETIME", "k"]), expiry);
+    assert_eq!(c.int(&["EXISTS", "missing"]), 0);
+    // At the edge (the TAT 2^63 - 1 µs ahead): accepted, and RL.INFO works on it.
+    c.ok(&args!["RL._SET", "edge", gcra(t_us, t_us + span)]);
+    let info = c.cmd(&["RL.INFO", "edge"]);
+    assert!(info.as_array().is_some(), "{info:?}");
+    // The limiter is then exhausted: one unit fits once the TAT is within the burst of now
+    // (2^63 - 1 µs less 2 h), and it is fresh 2^63 - 1 µs from now (both in ms, rounded up).
+    let ms = |us: u128| us.div_ceil(1000) as i64;
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "edge", 3, 1, "1h", "AT", t]),
+        [0, 3, 0, ms(span - 2 * hour), ms(span)]
+    );
+}
+
 #[test]
 fn restore_command_rejects_bad_payloads_without_touching_the_key() {
     let s = Server::start();

@@ -146,4 +146,36 @@ mod tests {
             assert_eq!(codec::decode(&bytes), Some(state));
         }
     }
+
+    /// SPEC "ACL": the internal commands that write raw state are `@admin @dangerous` and in no
+    /// other category (not the module's); every other command is in `@write` or `@read` and in
+    /// the module's category, and none is `@admin` or `@dangerous`.
+    #[test]
+    fn only_the_internal_commands_are_admin_and_outside_the_module_category() {
+        let cats = |d: &CommandDoc| -> Vec<String> {
+            let acl = d.acl.to_str().unwrap();
+            acl.split(' ').map(str::to_string).collect()
+        };
+        let mut internal = 0;
+        for d in docs() {
+            let name = d.name.to_str().unwrap();
+            if name.starts_with("rl._") {
+                internal += 1;
+                assert_eq!(cats(d), ["admin", "dangerous"], "{name}");
+                assert!(!d.in_module_category(), "{name}");
+            } else {
+                let c = cats(d);
+                assert!(
+                    c.iter().any(|c| c == "write" || c == "read"),
+                    "{name}: {c:?}"
+                );
+                assert!(
+                    !c.iter().any(|c| c == "admin" || c == "dangerous"),
+                    "{name}: {c:?}"
+                );
+                assert!(d.in_module_category(), "{name}");
+            }
+        }
+        assert_eq!(internal, 2);
+    }
 }

@@ -3,8 +3,10 @@
 //! small limiter replicates).
 //!
 //! AOF rewrite writes one per key (with `aof-use-rdb-preamble no`; Redis appends the key's
-//! `PEXPIREAT` itself). Like RESTORE, it is open to clients: the payload is validated, and a bad
-//! one is refused without touching the key.
+//! `PEXPIREAT` itself). Like RESTORE, both are `@admin @dangerous` (and in no category that lets
+//! applications rate-limit): replication and AOF loading run them whatever the ACL, clients only
+//! as administrators. The payload is validated, a value the module could not have written
+//! included (`LimiterState::is_valid`), and a bad one is refused without touching the key.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 

@@ -19,7 +19,9 @@
 //! read everywhere; RDB and AOF rewrite still write versions 1 and 2.
 //!
 //! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
-//! `None`. Change a layout only under a new version byte, keeping a decoder for the old ones.
+//! `None`, and so is a value the module could not have written (`LimiterState::is_valid`: times
+//! and counts outside the ranges the algorithms' arithmetic assumes), so that every command and
+//! RL.INFO work on any value decoded. Change a layout only under a new version byte, keeping a decoder for the old ones.
 
 use crate::core::dedup::{DedupId, Entry};
 use crate::core::extras::Extras;
@@ -121,7 +123,7 @@ fn decode_fixed(input: &[u8]) -> Option<LimiterState> {
     let words: &[u8; FIXED_LEN] = rest.try_into().ok()?;
     let (last_update, parts) = fixed_words(words);
     let algo = with_schedule(Kind::from_tag(*tag)?, Schedule::from_fixed_parts(parts)?)?;
-    Some(LimiterState::new(algo, last_update))
+    Some(LimiterState::new(algo, last_update)).filter(LimiterState::is_valid)
 }
 
 /// Encode a whole limiter value.
@@ -212,6 +214,7 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
         algo,
         extras: Extras::from_parts(entries, block_until),
     })
+    .filter(LimiterState::is_valid)
 }
 
 #[cfg(test)]
@@ -228,6 +231,7 @@ pub(crate) mod tests {
     use crate::core::sliding_log::{SlidingLog, SlidingParams};
     use crate::core::state::Stored;
     use crate::core::state::{AlgoState, dispatch};
+    use crate::core::time::{MAX_SPAN, MAX_TIME};
     use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
@@ -320,14 +324,17 @@ pub(crate) mod tests {
         )
             .prop_filter_map("span too long", |(b, r, p)| GcraParams::new(b, r, p).ok());
         let entry = (any::<u128>(), any::<u64>(), any::<u64>());
+        // The last update is the latest call's time: at or after the one that wrote the state.
+        let ahead = prop_oneof![Just(0u64), 0u64..10_000_000, any::<u64>()];
         (
             params,
             0u8..7,
-            any::<u64>(),
-            0u64..=crate::core::time::MAX_TIME,
+            ahead,
+            0u64..=MAX_TIME,
             prop::collection::vec(entry, 0..5),
         )
-            .prop_map(|(p, kind, last, now, entries)| {
+            .prop_map(|(p, kind, ahead, now, entries)| {
+                let last = now.saturating_add(ahead).min(MAX_TIME);
                 let mut sched = Schedule::fresh(&p);
                 let _ = sched.commit(&p, now, 1, Carry::Backlog);
                 let algo = match kind {
@@ -374,8 +381,12 @@ pub(crate) mod tests {
                     }
                 };
                 let mut s = LimiterState::new(algo, last);
+                // Ids remembered by calls up to `last`: for at most MAX_SPAN, of at most
+                // MAX_PARAM units.
                 for (id, granted, until) in entries {
-                    s.extras.remember(DedupId(id), granted, until, 10);
+                    let until = until % last.saturating_add(MAX_SPAN).saturating_add(1);
+                    s.extras
+                        .remember(DedupId(id), granted % (MAX_PARAM + 1), until, 10);
                 }
                 s
             })

@@ -12,7 +12,8 @@
 use std::collections::VecDeque;
 
 use crate::core::dedup::{DedupId, Entry};
-use crate::core::time::Micros;
+use crate::core::param::MAX_PARAM;
+use crate::core::time::{MAX_SPAN, Micros};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Inner {
@@ -147,6 +148,17 @@ impl Extras {
         }
         self.tidy();
         had
+    }
+
+    /// Whether the ids and the block could have been written by `last_update`: each id
+    /// remembered and the block kept at most [`MAX_SPAN`] after a call, and a grant at most
+    /// [`MAX_PARAM`] units.
+    pub fn valid_at(&self, last_update: Micros) -> bool {
+        let latest = last_update.saturating_add(MAX_SPAN);
+        self.block_until() <= latest
+            && self
+                .iter()
+                .all(|e| e.until <= latest && e.granted <= MAX_PARAM)
     }
 
     /// Heap bytes held.

@@ -19,8 +19,8 @@
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Verdict};
-use crate::core::param::{MUST_BE_POSITIVE_DURATION, check_count, check_duration};
-use crate::core::time::Micros;
+use crate::core::param::{MAX_PARAM, MUST_BE_POSITIVE_DURATION, check_count, check_duration};
+use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
 /// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs.
@@ -35,7 +35,7 @@ impl FixedParams {
     /// Validate the parameters; `offset` is reduced modulo `window`.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
+    /// [`CoreError::InvalidParam`] when `limit` or `window` is 0 or above [`MAX_PARAM`].
     pub fn new(limit: u64, window: Micros, offset: Micros) -> Result<Self, CoreError> {
         let limit = check_count(limit, "limit")?;
         let window = check_duration(window, "window")?;
@@ -207,6 +207,11 @@ impl Algorithm for Fixed {
         let end = input.u64()?;
         let count = input.u64()?;
         Some(Fixed { params, end, count })
+    }
+
+    /// A count is at most a limit, and its window ends at most a window after a call.
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.count <= MAX_PARAM && self.end <= last_update.saturating_add(MAX_SPAN)
     }
 }
 

@@ -199,6 +199,13 @@ pub trait Algorithm: Sized + Clone {
     /// # Errors
     /// `None` on a truncated or invalid payload.
     fn decode(input: &mut Reader<'_>) -> Option<Self>;
+
+    /// Whether the state is one the algorithm could have written by `last_update` (the key's
+    /// last update, at most [`MAX_TIME`](crate::core::time::MAX_TIME)): every time it holds
+    /// and every count within the ranges its arithmetic assumes, so that every command and
+    /// RL.INFO work on it at any time from `last_update` on. The codec refuses a payload whose
+    /// state is not (`LimiterState::is_valid`).
+    fn valid_at(&self, last_update: Micros) -> bool;
 }
 
 /// The grant rule of every algorithm: all of `cost` if it fits in the `avail` units, else with

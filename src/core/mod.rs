@@ -56,6 +56,8 @@ pub mod stream_count;
 pub(crate) mod testkit;
 pub mod time;
 pub mod token_bucket;
+#[cfg(test)]
+mod validity_tests;
 pub mod varint;
 
 pub use error::CoreError;

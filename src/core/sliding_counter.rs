@@ -31,7 +31,7 @@
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Verdict};
-use crate::core::param::{check_count, check_duration};
+use crate::core::param::{MAX_PARAM, check_count, check_duration};
 use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
@@ -53,7 +53,7 @@ impl SlidingCounterParams {
     /// Validate the parameters.
     ///
     /// # Errors
-    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`](crate::core::param::MAX_PARAM).
+    /// [`CoreError::InvalidParam`] when a value is 0 or above [`MAX_PARAM`].
     pub fn new(limit: u64, window: Micros) -> Result<Self, CoreError> {
         let limit = check_count(limit, "limit")?;
         let window = check_duration(window, "window")?;
@@ -322,6 +322,11 @@ impl Algorithm for SlidingCounter {
             previous,
             current,
         })
+    }
+
+    /// Counts are at most a limit, and the current window started by the last call.
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.previous <= MAX_PARAM && self.current <= MAX_PARAM && self.start <= last_update
     }
 }
 

@@ -7,7 +7,7 @@ use crate::core::error::CoreError;
 use crate::core::extras::Extras;
 use crate::core::kind::Kind;
 use crate::core::limiter::{Algorithm, Decision};
-use crate::core::time::Micros;
+use crate::core::time::{MAX_TIME, Micros};
 use crate::core::varint::Reader;
 
 /// An algorithm as stored in a key: its [`Kind`] and its variant of [`AlgoState`]. Implemented
@@ -169,6 +169,20 @@ impl LimiterState {
             None => verdict,
         };
         Ok(Some(Decision::from(verdict)))
+    }
+
+    /// Whether the value is one the module could have written: its last update at most
+    /// [`MAX_TIME`] (the latest `AT`), and the algorithm's state, ids and block within the
+    /// ranges the arithmetic assumes from then on ([`Algorithm::valid_at`]). Every command and
+    /// RL.INFO work on such a value; the codec refuses any other (RDB, RL._RESTORE, RL._SET).
+    pub fn is_valid(&self) -> bool {
+        let t = self.last_update;
+        t <= MAX_TIME
+            && self.extras.valid_at(t)
+            && self
+                .algo
+                .as_ref()
+                .is_none_or(|algo| dispatch!(algo, a => a.valid_at(t)))
     }
 
     /// When the key may expire (Unix µs): the limiter is fresh again, no id is remembered and

@@ -144,7 +144,7 @@ pub fn add_module_acl_category(ctx: &Context) -> Result<bool, String> {
 }
 
 /// Puts `doc`'s command in its ACL categories (`doc.acl`, plus the module's category when
-/// `module_category`), where the server has `RedisModule_SetCommandACLCategories` (Redis 7.2+,
+/// `module_category` and the command belongs there, see [`CommandDoc::in_module_category`]), where the server has `RedisModule_SetCommandACLCategories` (Redis 7.2+,
 /// Valkey). On older servers module commands are in no category: users need `+@all` or the
 /// commands by name.
 ///
@@ -163,7 +163,7 @@ pub fn set_acl_categories(
         return Ok(());
     };
     let mut categories = doc.acl.to_bytes().to_vec();
-    if module_category {
+    if module_category && doc.in_module_category() {
         categories.push(b' ');
         categories.extend_from_slice(ACL_CATEGORY.to_bytes());
     }

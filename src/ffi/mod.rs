@@ -14,5 +14,4 @@ pub mod log;
 pub mod notify;
 pub mod replicate;
 pub mod reply;
-pub mod resetstat;
 pub mod stream;

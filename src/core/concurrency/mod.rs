@@ -32,7 +32,7 @@ use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Refund, Retry, Verdict};
 use crate::core::param::{check_count, check_duration};
 use crate::core::state::{LimiterState, Stored};
-use crate::core::time::Micros;
+use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
 /// The largest `limit`, so the most leases a key holds.
@@ -324,6 +324,12 @@ impl Algorithm for Concurrency {
             prev = expiry;
         }
         Some(Concurrency(Box::new(Inner { params, leases })))
+    }
+
+    /// A lease ends at most a lease after the call that took or renewed it. (Decoding already
+    /// bounds the units.)
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.0.leases.last_expiry() <= last_update.saturating_add(MAX_SPAN)
     }
 }
 

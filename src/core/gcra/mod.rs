@@ -321,6 +321,17 @@ impl Schedule {
         })
     }
 
+    /// Whether the schedule could have been written by `last_update`: a commit leaves the TAT
+    /// at most [`MAX_SPAN`] after its time (`evaluate` refuses a longer `reset_after`), so that
+    /// `reset_after` under the stored parameters is at most [`MAX_SPAN`] from then on.
+    pub fn valid_at(&self, last_update: Micros) -> bool {
+        // (last_update + MAX_SPAN) · rate < 2^65 · 2^63: no overflow.
+        let most = u128::from(last_update)
+            .checked_add(u128::from(MAX_SPAN))
+            .and_then(|t| t.checked_mul(u128::from(self.params.rate)));
+        most.is_some_and(|most| self.tat() <= most)
+    }
+
     /// Codec: parameters then TAT.
     pub fn encode(&self, out: &mut Vec<u8>) {
         varint::put_u64(out, self.params.burst);
@@ -419,6 +430,10 @@ impl<T: ScheduleReading> Algorithm for T {
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
         Schedule::decode(input).map(T::from_schedule)
+    }
+
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.schedule().valid_at(last_update)
     }
 }
 

@@ -440,4 +440,10 @@ impl Algorithm for SlidingLog {
         }
         Some(SlidingLog { params, log })
     }
+
+    /// Entries are logged at a call's bucket, or the newest entry's: never after the last
+    /// call. (Decoding already bounds their times and units.)
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.log.as_ref().is_none_or(|l| l.tail_ts <= last_update)
+    }
 }
