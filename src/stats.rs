@@ -62,12 +62,12 @@ pub static CHECK: CommandStats = CommandStats::new("rl_check");
 pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
-            use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::stat_of!($name $($cmd)?));)*
+            use super::{CommandStats, Kind};
+            $(pub static $variant: CommandStats = CommandStats::new(Kind::$variant.stat_name());)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -93,7 +93,7 @@ macro_rules! define_stats {
     };
 }
 
-crate::registry::algorithms!(define_stats);
+crate::core::kind::each!(define_stats);
 
 /// Zero every command's counters (`CONFIG RESETSTAT`).
 pub fn reset() {

@@ -1,10 +1,12 @@
-//! The algorithms' commands, from the one list in `crate::registry`: RL.ALL's limiter table
-//! ([`LIMITERS`]), and every command's docs ([`docs`]). `lib.rs` registers the commands from
-//! the same list.
+//! The algorithms' commands, one per algorithm of the registry (`core::kind`), of the type the
+//! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]),
+//! and every command's docs ([`docs`]). `lib.rs` registers the commands from the same list.
 
 use crate::commands::LimiterCommand;
 use crate::core::Kind;
+use crate::core::kind::of;
 use crate::core::multi::AnyParams;
+use crate::core::state::WiredState;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS, SHARED_OPTIONS};
 use crate::error::RlError;
 
@@ -48,26 +50,36 @@ fn parse_with<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
     C::parse_limiter(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
 }
 
+/// The command type of an algorithm (`<of::Gcra as WiredCommand>::Command` is
+/// `commands::gcra::GcraCommand`), which runs the algorithm's state type: implemented by the
+/// crate-root registry (`crate::registry`), one row per algorithm. A [`Kind`] without its row,
+/// or a command of another algorithm, is a compile error.
+pub trait WiredCommand: WiredState {
+    /// The algorithm's command.
+    type Command: LimiterCommand<Algo = Self::State>;
+}
+
+/// The command wired to algorithm `$variant`.
+macro_rules! command_of {
+    ($variant:ident) => {
+        <of::$variant as WiredCommand>::Command
+    };
+}
+
 macro_rules! define_limiters {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         /// Every algorithm, in registry order.
         pub static LIMITERS: &[Limiter] = &[
             $(Limiter {
                 kind: Kind::$variant,
-                doc: &<$command as LimiterCommand>::DOC,
-                parse: parse_with::<$command>,
+                doc: &<command_of!($variant) as LimiterCommand>::DOC,
+                parse: parse_with::<command_of!($variant)>,
             },)*
         ];
-
-        /// Every algorithm's command runs the algorithm of its row (a compile error otherwise).
-        #[allow(dead_code)]
-        fn commands_run_their_algorithm() {
-            $(let _: fn(<$command as LimiterCommand>::Algo) -> $state = |a| a;)*
-        }
     };
 }
 
-crate::registry::algorithms!(define_limiters);
+crate::core::kind::each!(define_limiters);
 
 /// The docs of every command the module registers.
 pub fn docs() -> impl Iterator<Item = &'static CommandDoc> {
