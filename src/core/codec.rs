@@ -30,7 +30,8 @@ use crate::core::state::{AlgoState, LimiterState};
 use crate::core::token_bucket::TokenBucket;
 use crate::core::varint::{Reader, put_u64};
 
-/// Version byte of the newest layout.
+/// Version byte of the layout with blocks and settled ids (version 2), which RDB and AOF
+/// rewrite write for a value that uses either; the fixed-width form ([`CODEC_FIXED`]) is newer.
 pub const CODEC_VERSION: u8 = 2;
 
 /// Version byte of the layout without blocks and settled ids.
