@@ -12,9 +12,11 @@
 //!   its `REFUND` names another command), declared in `core/mod.rs`;
 //! - its command file: a type implementing `commands::LimiterCommand` with its `DOC`, declared in
 //!   `commands/mod.rs`;
-//! - its identity row in `core::kind` (variant, tag, name) and its wiring row below.
+//! - its identity row in `core::kind` (variant, tag, name) and its wiring row below;
+//! - in its core file's tests, `core::testkit::Sample` for its state type (its parameters for
+//!   the tests that run every algorithm).
 //!
-//! A forgotten row, trait or doc is a compile error; `registry_is_complete` (in
+//! A forgotten row, trait, doc or sample is a compile error; `registry_is_complete` (in
 //! `commands::registry`) checks the rest, a forgotten `refund` included.
 
 use crate::commands::registry::WiredCommand;

@@ -93,6 +93,13 @@ mod tests {
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
 
+    /// capacity `limit`, draining `rate` per `period`.
+    impl crate::core::testkit::Sample for LeakyBucket {
+        fn sample([limit, rate, period, _]: [u64; 4]) -> Option<GcraParams> {
+            GcraParams::new(limit, rate, period).ok()
+        }
+    }
+
     #[test]
     fn leaky_bucket_queues_at_the_outflow_rate() {
         // Capacity 3, draining one unit a second: a granted call's retry is its queue delay.

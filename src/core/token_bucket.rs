@@ -89,6 +89,13 @@ mod tests {
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
 
+    /// capacity `limit`, refill `rate` per `period`.
+    impl crate::core::testkit::Sample for TokenBucket {
+        fn sample([limit, rate, period, _]: [u64; 4]) -> Option<GcraParams> {
+            GcraParams::new(limit, rate, period).ok()
+        }
+    }
+
     #[test]
     fn token_bucket_spends_and_refills_continuously() {
         // Capacity 3, 3 tokens a minute: one token every 20 s.
