@@ -48,7 +48,8 @@ macro_rules! variants {
 }
 pub(crate) use {table, variants};
 
-/// The command of a row: `rl.<command>` when the row names one, else `rl.<name>`.
+/// `$prefix` then the command of a row: its `as` name when it has one, else its name
+/// (`"rl." "gcra"`: `rl.gcra`).
 macro_rules! command_of {
     ($prefix:literal $name:literal) => {
         concat!($prefix, $name)
