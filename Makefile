@@ -78,7 +78,7 @@ NOT_COMMENT := grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
 memcheck: deps ## Integration tests with every server under valgrind; fails on invalid access or leaks (needs valgrind)
 	scripts/memcheck.sh
 
-lint: deps ## clippy -D warnings on all targets, rustdoc without warnings, and the layering guard (core pure and without import circle, commands safe, ffi below commands)
+lint: deps ## clippy -D warnings on all targets, rustdoc without warnings, and the layering guard (core pure, commands safe, ffi below commands, no import circle anywhere in src, no source file over 900 lines)
 	$(CARGO) clippy --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --quiet
 	@if grep -rnE 'redis_module|\bunsafe\b' src/core | $(NOT_COMMENT); then \
@@ -86,7 +86,7 @@ lint: deps ## clippy -D warnings on all targets, rustdoc without warnings, and t
 	@if grep -rnE '\bunsafe\b|raw::' src/commands | $(NOT_COMMENT); then \
 		echo "lint: src/commands must stay safe: no unsafe, no raw::"; exit 1; fi
 	@python3 scripts/import_graph.py >/dev/null || { python3 scripts/import_graph.py; \
-		echo "lint: src/core must import in layers (no circle), src/ffi never src/commands"; exit 1; }
+		echo "lint: src must import in layers (no circle at any level), src/ffi never src/commands, no file over 900 lines"; exit 1; }
 
 fmt: deps ## Format the code
 	$(CARGO) fmt

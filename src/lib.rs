@@ -71,14 +71,14 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 /// with their own handler (`ffi::command`): they are the hot path, and skip the crate's argument
 /// Vec.
 macro_rules! limiter_commands {
-    ([$ctx:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {{
+    ([$ctx:expr] $($variant:ident)*) => {{
         let flags = c"write deny-oom fast";
         let mut status = Status::Ok;
         $(
             if status == Status::Ok {
-                status = ffi::command::create::<commands::Limiter<$command>>(
+                status = ffi::command::create::<commands::Limiter<Wired<crate::core::kind::of::$variant>>>(
                     $ctx,
-                    <$command as commands::LimiterCommand>::EVENT,
+                    <Wired<crate::core::kind::of::$variant> as commands::LimiterCommand>::EVENT,
                     flags,
                     1, 1, 1,
                 );
@@ -98,13 +98,16 @@ macro_rules! limiter_commands {
     }};
 }
 
+/// The command wired to an algorithm (`crate::registry`).
+type Wired<A> = <A as commands::registry::WiredCommand>::Command;
+
 fn register_limiters(ctx: &Context) -> Status {
-    registry::algorithms!(limiter_commands, ctx)
+    crate::core::kind::each!(limiter_commands, ctx)
 }
 
 /// The module, with one command per registered algorithm (`crate::registry`) and the others.
 macro_rules! module {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         redis_module! {
             name: "ratelimit",
             version: 1,
@@ -138,4 +141,4 @@ macro_rules! module {
     };
 }
 
-registry::algorithms!(module);
+crate::core::kind::each!(module);

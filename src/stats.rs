@@ -57,12 +57,12 @@ pub static CHECK: CommandStats = CommandStats::new("rl_check");
 pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
 macro_rules! define_stats {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         /// The counters of each algorithm's command.
         #[allow(non_upper_case_globals)]
         mod per_algorithm {
-            use super::CommandStats;
-            $(pub static $variant: CommandStats = CommandStats::new(crate::registry::stat_of!($name $($cmd)?));)*
+            use super::{CommandStats, Kind};
+            $(pub static $variant: CommandStats = CommandStats::new(Kind::$variant.stat_name());)*
         }
 
         /// The counters of algorithm `kind`'s command.
@@ -88,7 +88,7 @@ macro_rules! define_stats {
     };
 }
 
-crate::registry::algorithms!(define_stats);
+crate::core::kind::each!(define_stats);
 
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`,
 /// the command's name with `_` for `.` (`ratelimit_rl_gcra`).

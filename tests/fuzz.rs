@@ -1239,3 +1239,23 @@ impl Fuzz<'_> {
         self.recv(c, &[(0, vec![b"PING".to_vec()])])
     }
 }
+
+/// The vectors cover exactly the commands the module registers: a new command fails here until
+/// it has its template.
+#[test]
+fn fuzz_knows_every_registered_command() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let mut registered: Vec<String> =
+        match c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]) {
+            Reply::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().unwrap_or_default().to_ascii_uppercase())
+                .collect(),
+            other => panic!("COMMAND LIST: {other:?}"),
+        };
+    registered.sort();
+    let mut fuzzed: Vec<String> = COMMANDS.iter().map(|c| c.name.to_string()).collect();
+    fuzzed.sort();
+    assert_eq!(fuzzed, registered);
+}

@@ -2,8 +2,8 @@
 //!
 //! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
 //! and documents itself; [`run`] does the rest the same way for all of them. The algorithms'
-//! commands are listed once, in `crate::registry`; `registry` turns that list into RL.ALL's
-//! table, the docs and the registration.
+//! commands are wired once, in `crate::registry`, to the algorithms `core::kind` lists;
+//! `registry` turns that list into RL.ALL's table and the docs.
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,

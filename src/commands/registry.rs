@@ -1,10 +1,12 @@
-//! The algorithms' commands, from the one list in `crate::registry`: RL.ALL's limiter table
-//! ([`LIMITERS`]), and every command's docs ([`docs`]). `lib.rs` registers the commands from
-//! the same list.
+//! The algorithms' commands, one per algorithm of the registry (`core::kind`), of the type the
+//! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]),
+//! and every command's docs ([`docs`]). `lib.rs` registers the commands from the same list.
 
 use crate::commands::LimiterCommand;
 use crate::core::Kind;
+use crate::core::kind::of;
 use crate::core::multi::AnyParams;
+use crate::core::state::WiredState;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS, SHARED_OPTIONS};
 use crate::error::RlError;
 
@@ -48,26 +50,36 @@ fn parse_with<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
     C::parse_limiter(argv).map(|p| AnyParams::of::<C::Algo>(&p.params))
 }
 
+/// The command type of an algorithm (`<of::Gcra as WiredCommand>::Command` is
+/// `commands::gcra::GcraCommand`), which runs the algorithm's state type: implemented by the
+/// crate-root registry (`crate::registry`), one row per algorithm. A [`Kind`] without its row,
+/// or a command of another algorithm, is a compile error.
+pub trait WiredCommand: WiredState {
+    /// The algorithm's command.
+    type Command: LimiterCommand<Algo = Self::State>;
+}
+
+/// The command wired to algorithm `$variant`.
+macro_rules! command_of {
+    ($variant:ident) => {
+        <of::$variant as WiredCommand>::Command
+    };
+}
+
 macro_rules! define_limiters {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         /// Every algorithm, in registry order.
         pub static LIMITERS: &[Limiter] = &[
             $(Limiter {
                 kind: Kind::$variant,
-                doc: &<$command as LimiterCommand>::DOC,
-                parse: parse_with::<$command>,
+                doc: &<command_of!($variant) as LimiterCommand>::DOC,
+                parse: parse_with::<command_of!($variant)>,
             },)*
         ];
-
-        /// Every algorithm's command runs the algorithm of its row (a compile error otherwise).
-        #[allow(dead_code)]
-        fn commands_run_their_algorithm() {
-            $(let _: fn(<$command as LimiterCommand>::Algo) -> $state = |a| a;)*
-        }
     };
 }
 
-crate::registry::algorithms!(define_limiters);
+crate::core::kind::each!(define_limiters);
 
 /// The docs of every command the module registers.
 pub fn docs() -> impl Iterator<Item = &'static CommandDoc> {
@@ -91,11 +103,41 @@ pub fn limiter(token: &[u8]) -> Option<&'static Limiter> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::dedup::DedupId;
+    use crate::core::flow::{self, Write};
+    use crate::core::limiter::{Refund, Request};
+    use crate::core::state::{Stored, dispatch};
     use crate::core::{LimiterState, codec};
     use crate::stats;
 
-    /// Every registered algorithm: its tag round-trips through the codec, and its docs, INFO
-    /// counters and RL.ALL entry exist and name it.
+    const T: u64 = 1_700_000_000_000_000;
+
+    /// The smallest call of `limiter` as RL.ALL parses it, from its docs: the key, then 1 for
+    /// each required count and `1s` for each required duration.
+    fn smallest_call(limiter: &Limiter) -> Vec<Vec<u8>> {
+        let mut argv = vec![limiter.kind.command().as_bytes().to_vec(), b"k".to_vec()];
+        argv.extend(
+            limiter
+                .doc
+                .args
+                .iter()
+                .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
+                .map(|a| match a.kind {
+                    ArgType::Integer => b"1".to_vec(),
+                    _ => b"1s".to_vec(),
+                }),
+        );
+        argv
+    }
+
+    /// What RL.REFUND does with the keys of `fresh`'s algorithm.
+    fn refund_of<A: Stored>(_fresh: &A) -> Refund {
+        A::REFUND
+    }
+
+    /// Every registered algorithm: its tag round-trips through the codec, its docs, INFO
+    /// counters and RL.ALL entry exist and name it, and RL.REFUND gives its units back (or
+    /// names the registered command that does).
     #[test]
     fn registry_is_complete() {
         assert_eq!(LIMITERS.len(), Kind::ALL.len());
@@ -124,26 +166,54 @@ mod tests {
                     .iter()
                     .any(|s| std::ptr::eq(*s, stats::of(*kind)))
             );
-        }
-        // A parsed limiter of every kind is stored with its tag and decodes back.
-        let samples: [&[&str]; 7] = [
-            &["rl.gcra", "k", "1", "1", "1s"],
-            &["rl.tokenbucket", "k", "1", "1", "1s"],
-            &["rl.leakybucket", "k", "1", "1", "1s"],
-            &["rl.fixed", "k", "1", "1s"],
-            &["rl.sliding", "k", "1", "1s"],
-            &["rl.slidingcounter", "k", "1", "1s"],
-            &["rl.acquire", "k", "1", "1s"],
-        ];
-        assert_eq!(samples.len(), LIMITERS.len());
-        for (limiter, argv) in LIMITERS.iter().zip(samples) {
-            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+
+            // A parsed limiter is stored with its tag and decodes back.
+            let argv = smallest_call(limiter);
+            let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             let spec = (limiter.parse)(&argv).unwrap();
             assert_eq!(spec.kind(), limiter.kind);
-            let state = LimiterState::new(spec.into_state(), 1_700_000_000_000_000);
+            let state = LimiterState::new(spec.clone().into_state(), T);
             let bytes = codec::encode(&state);
             assert_eq!(bytes.get(1), Some(&(limiter.kind as u8)));
             assert_eq!(codec::decode(&bytes), Some(state));
+
+            // RL.REFUND: one unit charged (the call's shared options bound as RL.ALL binds
+            // them: a lease id from DEDUP), then given back (its limit of 1 is whole again), or
+            // refused naming a registered command.
+            let fresh = spec
+                .bind_call(Some(DedupId(1)), false)
+                .unwrap()
+                .into_state();
+            let mut charged = dispatch!(&fresh, a => charge(a));
+            match dispatch!(&fresh, a => refund_of(a)) {
+                Refund::Units => {
+                    let back = flow::refund(&mut charged, T, 1, None).unwrap().unwrap();
+                    assert_eq!(
+                        (back.verdict.granted, back.verdict.remaining),
+                        (1, 1),
+                        "{kind:?}: RL.REFUND gave nothing back: is `Algorithm::refund` written?"
+                    );
+                }
+                Refund::Via(via) => {
+                    assert!(
+                        docs().any(|d| d.name.to_str().is_ok_and(|n| n.eq_ignore_ascii_case(via))),
+                        "{kind:?}: {via}"
+                    );
+                    let before = charged.clone();
+                    assert!(flow::refund(&mut charged, T, 1, None).is_err(), "{kind:?}");
+                    assert_eq!(charged, before);
+                }
+            }
+        }
+    }
+
+    /// A missing key charged one unit with `fresh`'s parameters.
+    fn charge<A: Stored>(fresh: &A) -> LimiterState {
+        let out = flow::apply::<A>(None, fresh.params(), &Request::new(1, T), 10).unwrap();
+        assert_eq!(out.verdict.granted, 1, "{:?}", A::KIND);
+        match out.write {
+            Write::Created(s) => s,
+            w => panic!("{:?}: {w:?}", A::KIND),
         }
     }
 

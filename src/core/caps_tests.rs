@@ -1,6 +1,7 @@
-//! Property tests of RL.REFUND and blocks over every algorithm, against independent models: a
-//! plain counter of units (granted minus given back) at one instant, and "the same key without
-//! the calls made while it was blocked" over time.
+//! Property tests of RL.REFUND and blocks over every algorithm of the registry
+//! ([`testkit::sample`]), against independent models: a plain counter of units (granted minus
+//! given back) at one instant, and "the same key without the calls made while it was blocked"
+//! over time.
 
 use proptest::prelude::*;
 
@@ -9,24 +10,32 @@ use crate::core::dedup::DedupId;
 use crate::core::fixed_window::{Fixed, FixedParams};
 use crate::core::flow::{self, Write};
 use crate::core::gcra::{Gcra, GcraParams};
-use crate::core::leaky_bucket::LeakyBucket;
-use crate::core::limiter::{Request, Verdict};
-use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+use crate::core::kind::Kind;
+use crate::core::limiter::{Refund, Request, Verdict};
 use crate::core::sliding_log::{SlidingLog, SlidingParams};
-use crate::core::state::{LimiterState, Stored};
-use crate::core::token_bucket::TokenBucket;
-use crate::core::{Micros, codec};
+use crate::core::state::{LimiterState, Stored, dispatch};
+use crate::core::testkit;
+use crate::core::{CoreError, Micros, codec};
 
 const T0: Micros = 1_700_000_000_000_000;
 const SEC: Micros = 1_000_000;
 
 /// One call of algorithm `A` with `params` on `state`, storing a created value.
 fn call<A: Stored>(state: &mut Option<LimiterState>, params: &A::Params, req: &Request) -> Verdict {
-    let out = flow::apply::<A>(state.as_mut(), params, req, 100).unwrap();
+    try_call::<A>(state, params, req).unwrap()
+}
+
+/// [`call`], or the call's error (a concurrency sample's lease asked for other units).
+fn try_call<A: Stored>(
+    state: &mut Option<LimiterState>,
+    params: &A::Params,
+    req: &Request,
+) -> Result<Verdict, CoreError> {
+    let out = flow::apply::<A>(state.as_mut(), params, req, 100)?;
     if let Write::Created(s) = out.write {
         *state = Some(s);
     }
-    out.verdict
+    Ok(out.verdict)
 }
 
 fn refund(state: &mut Option<LimiterState>, now: Micros, units: u64, id: Option<u64>) -> u64 {
@@ -83,6 +92,29 @@ fn counter_model<A: Stored>(
     Ok(())
 }
 
+/// [`counter_model`] for the algorithm of `fresh` when RL.REFUND gives its units back; else a
+/// refund is refused, naming the command that does, and changes nothing.
+fn refund_model<A: Stored>(fresh: &A, limit: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    match A::REFUND {
+        Refund::Units => counter_model::<A>(fresh.params(), limit, ops),
+        Refund::Via(via) => {
+            let mut state = None;
+            prop_assert_eq!(
+                call::<A>(&mut state, fresh.params(), &Request::new(1, T0)).granted,
+                1
+            );
+            let mut s = state.unwrap();
+            let before = s.clone();
+            prop_assert_eq!(
+                flow::refund(&mut s, T0, 1, None).unwrap_err(),
+                CoreError::NoRefund { held: A::KIND, via }
+            );
+            prop_assert_eq!(s, before);
+            Ok(())
+        }
+    }
+}
+
 /// Random calls over time with a block placed once: every call while blocked is denied and
 /// changes nothing, and after the block the key replies exactly as the same key that never
 /// saw the calls made during the block.
@@ -109,31 +141,43 @@ fn block_model<A: Stored>(
             until = Some(end);
         }
         let req = Request::new(cost, now);
-        let v = call::<A>(&mut blocked, params, &req);
-        if until.is_some_and(|u| now < u) {
-            prop_assert_eq!(v.granted, 0);
-            prop_assert_eq!(v.remaining, 0);
-            if cost > 0 {
-                prop_assert!(v.retry != crate::core::limiter::Retry::Granted);
+        let in_block = until.is_some_and(|u| now < u);
+        // A call the algorithm refuses (a concurrency lease asked for other units) is refused
+        // on both keys alike.
+        let v = try_call::<A>(&mut blocked, params, &req);
+        if in_block {
+            if let Ok(v) = v {
+                prop_assert_eq!(v.granted, 0);
+                prop_assert_eq!(v.remaining, 0);
+                if cost > 0 {
+                    prop_assert!(v.retry != crate::core::limiter::Retry::Granted);
+                }
             }
         } else {
-            let w = call::<A>(&mut plain, params, &req);
+            let w = try_call::<A>(&mut plain, params, &req);
             prop_assert_eq!(v, w, "step {} at {}", i, now);
         }
     }
     Ok(())
 }
 
+/// [`block_model`] with the parameters of `fresh`.
+fn block_model_of<A: Stored>(
+    fresh: &A,
+    steps: &[(u64, u64)],
+    at: usize,
+    d: Micros,
+) -> Result<(), TestCaseError> {
+    block_model::<A>(fresh.params(), steps, at, d)
+}
+
 proptest! {
     #[test]
     fn refund_matches_a_counter_at_one_instant(ops in arb_ops()) {
-        let g = GcraParams::new(8, 4, SEC).unwrap();
-        counter_model::<Gcra>(&g, 8, &ops)?;
-        counter_model::<TokenBucket>(&g, 8, &ops)?;
-        counter_model::<LeakyBucket>(&g, 8, &ops)?;
-        counter_model::<Fixed>(&FixedParams::new(8, SEC, 0).unwrap(), 8, &ops)?;
-        counter_model::<SlidingLog>(&SlidingParams::new(8, SEC, 1000).unwrap(), 8, &ops)?;
-        counter_model::<SlidingCounter>(&SlidingCounterParams::new(8, SEC).unwrap(), 8, &ops)?;
+        for kind in Kind::ALL {
+            let spec = testkit::sample(*kind, [8, 4, SEC, 0]).unwrap().into_state();
+            dispatch!(&spec, a => refund_model(a, 8, &ops))?;
+        }
     }
 
     /// Over time, on a sliding log, against a plain list of (time, units) where a refund takes
@@ -201,13 +245,10 @@ proptest! {
         d in 1u64..3_000_000,
     ) {
         let at = at % steps.len();
-        let g = GcraParams::new(5, 5, SEC).unwrap();
-        block_model::<Gcra>(&g, &steps, at, d)?;
-        block_model::<TokenBucket>(&g, &steps, at, d)?;
-        block_model::<LeakyBucket>(&g, &steps, at, d)?;
-        block_model::<Fixed>(&FixedParams::new(5, SEC, 0).unwrap(), &steps, at, d)?;
-        block_model::<SlidingLog>(&SlidingParams::new(5, SEC, 1000).unwrap(), &steps, at, d)?;
-        block_model::<SlidingCounter>(&SlidingCounterParams::new(5, SEC).unwrap(), &steps, at, d)?;
+        for kind in Kind::ALL {
+            let spec = testkit::sample(*kind, [5, 5, SEC, 0]).unwrap().into_state();
+            dispatch!(&spec, a => block_model_of(a, &steps, at, d))?;
+        }
     }
 }
 

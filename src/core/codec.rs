@@ -32,7 +32,8 @@ use crate::core::state::{AlgoState, LimiterState};
 use crate::core::token_bucket::TokenBucket;
 use crate::core::varint::{Reader, put_u64};
 
-/// Version byte of the newest layout.
+/// Version byte of the layout with blocks and settled ids (version 2), which RDB and AOF
+/// rewrite write for a value that uses either; the fixed-width form ([`CODEC_FIXED`]) is newer.
 pub const CODEC_VERSION: u8 = 2;
 
 /// Version byte of the layout without blocks and settled ids.
@@ -221,18 +222,13 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
 pub(crate) mod tests {
     use super::*;
     use crate::core::CoreError;
-    use crate::core::concurrency::{Concurrency, ConcurrencyParams};
-    use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::flow::apply;
-    use crate::core::gcra::{Carry, Gcra, GcraParams, Schedule};
-    use crate::core::leaky_bucket::LeakyBucket;
+    use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::limiter::{Algorithm, Decision, Request};
-    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
-    use crate::core::sliding_log::{SlidingLog, SlidingParams};
     use crate::core::state::Stored;
     use crate::core::state::{AlgoState, dispatch};
+    use crate::core::testkit;
     use crate::core::time::{MAX_SPAN, MAX_TIME};
-    use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
     fn gcra_state() -> LimiterState {
@@ -316,80 +312,77 @@ pub(crate) mod tests {
         );
     }
 
+    /// A number small or up to the largest parameter.
+    fn arb_number(small: u64) -> impl Strategy<Value = u64> {
+        prop_oneof![1..small, 1..=MAX_PARAM]
+    }
+
+    /// A value of any registered algorithm ([`testkit::sample`]), charged by up to three calls
+    /// (each with parameters of its own, at times up to `now`), with up to 4 dedup ids.
     pub(crate) fn arb_state() -> impl Strategy<Value = LimiterState> {
-        let params = (
-            1u64..=i64::MAX as u64,
-            1u64..=i64::MAX as u64,
-            1u64..=i64::MAX as u64,
-        )
-            .prop_filter_map("span too long", |(b, r, p)| GcraParams::new(b, r, p).ok());
+        let numbers = (
+            arb_number(100),
+            arb_number(100),
+            arb_number(100_000_000),
+            any::<u64>(),
+            0u64..10_000_000,
+        );
         let entry = (any::<u128>(), any::<u64>(), any::<u64>());
         // The last update is the latest call's time: at or after the one that wrote the state.
         let ahead = prop_oneof![Just(0u64), 0u64..10_000_000, any::<u64>()];
         (
-            params,
-            0u8..7,
+            prop::sample::select(Kind::ALL),
+            prop::collection::vec(numbers, 1..4),
             ahead,
             0u64..=MAX_TIME,
             prop::collection::vec(entry, 0..5),
         )
-            .prop_map(|(p, kind, ahead, now, entries)| {
-                let last = now.saturating_add(ahead).min(MAX_TIME);
-                let mut sched = Schedule::fresh(&p);
-                let _ = sched.commit(&p, now, 1, Carry::Backlog);
-                let algo = match kind {
-                    0 => AlgoState::Gcra(Gcra(sched)),
-                    1 => AlgoState::TokenBucket(TokenBucket(sched)),
-                    2 => AlgoState::LeakyBucket(LeakyBucket(sched)),
-                    3 => {
-                        let f = FixedParams::new(p.burst(), p.period(), p.rate()).unwrap();
-                        let mut s = Fixed::fresh(&f);
-                        let _ = s.commit(&f, now, 1);
-                        AlgoState::Fixed(s)
-                    }
-                    6 => {
-                        let c =
-                            ConcurrencyParams::new(p.burst() % 50 + 1, p.period(), None).unwrap();
-                        let mut s = Concurrency::fresh(&c);
-                        for i in 0..(p.rate() % 4) {
-                            let c = ConcurrencyParams::new(
-                                c.limit(),
-                                c.lease() / (i + 1),
-                                Some(DedupId(u128::from(p.rate()) << i)),
-                            )
-                            .unwrap();
-                            let _ = s.commit(&c, now, 1);
+            .prop_filter_map(
+                "parameters the algorithm refuses",
+                |(kind, mut calls, ahead, now, entries)| {
+                    let ([a, b, c, d], _) = split(calls.first()?);
+                    let mut algo = testkit::sample(kind, [a, b, c, d])?.into_state();
+                    // The calls in time order, the last at `now`.
+                    calls.sort_by_key(|n| std::cmp::Reverse(n.4));
+                    for (i, n) in calls.iter().enumerate() {
+                        let (numbers, back) = split(n);
+                        let at = now.saturating_sub(back);
+                        let cost = 1 + i as u64 % 2;
+                        if let Some(spec) = testkit::sample(kind, numbers) {
+                            let spec = spec.into_state();
+                            dispatch!(&mut algo, a => charge(a, &spec, at, cost));
                         }
-                        AlgoState::Concurrency(s)
                     }
-                    5 => {
-                        // Whole milliseconds, a precision no longer than the window.
-                        let window = (p.period() / 2 / 1000 + 1) * 1000;
-                        let precision = (p.rate() / 1000 % (window / 1000) + 1) * 1000;
-                        let l = SlidingParams::new(p.burst(), window, precision).unwrap();
-                        let mut s = SlidingLog::fresh(&l);
-                        let _ = s.commit(&l, now.saturating_sub(precision), 1);
-                        let _ = s.commit(&l, now, 2);
-                        AlgoState::Sliding(s)
+                    let last = now.saturating_add(ahead).min(MAX_TIME);
+                    let mut s = LimiterState::new(algo, last);
+                    // Ids remembered by calls up to `last`: for at most MAX_SPAN, of at most
+                    // MAX_PARAM units.
+                    for (id, granted, until) in entries {
+                        let until = until % last.saturating_add(MAX_SPAN).saturating_add(1);
+                        s.extras
+                            .remember(DedupId(id), granted % (MAX_PARAM + 1), until, 10);
                     }
-                    _ => {
-                        let c =
-                            SlidingCounterParams::new(p.burst(), (p.period() / 2).max(1)).unwrap();
-                        let mut s = SlidingCounter::fresh(&c);
-                        let _ = s.commit(&c, now, 1);
-                        AlgoState::SlidingCounter(s)
-                    }
-                };
-                let mut s = LimiterState::new(algo, last);
-                // Ids remembered by calls up to `last`: for at most MAX_SPAN, of at most
-                // MAX_PARAM units.
-                for (id, granted, until) in entries {
-                    let until = until % last.saturating_add(MAX_SPAN).saturating_add(1);
-                    s.extras
-                        .remember(DedupId(id), granted % (MAX_PARAM + 1), until, 10);
-                }
-                s
-            })
+                    Some(s)
+                },
+            )
+    }
+
+    /// The four parameter numbers and the time back from `now` of a call.
+    fn split(&(a, b, c, d, back): &(u64, u64, u64, u64, u64)) -> ([u64; 4], u64) {
+        ([a, b, c, d], back)
+    }
+
+    /// Charge `cost` units at `now` with the parameters of `spec` (of `a`'s algorithm), if they
+    /// are granted.
+    fn charge<A: Stored>(a: &mut A, spec: &AlgoState, now: u64, cost: u64) {
+        let Some(params) = A::from_state(spec).map(|s| s.params().clone()) else {
+            return;
+        };
+        if a.evaluate(&params, now, cost, false)
+            .is_ok_and(|v| v.granted == cost)
+        {
+            a.commit(&params, now, cost).unwrap();
+        }
     }
 
     /// Run `req` on `s` with its own stored parameters.

@@ -228,6 +228,13 @@ mod tests {
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
 
+    /// `limit` per window of `period`, offset `extra` (within the window).
+    impl crate::core::testkit::Sample for Fixed {
+        fn sample([limit, _, period, extra]: [u64; 4]) -> Option<FixedParams> {
+            FixedParams::new(limit, period, extra % period.max(1)).ok()
+        }
+    }
+
     const MINUTE: u64 = 60 * US_PER_SEC;
 
     #[test]

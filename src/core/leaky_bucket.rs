@@ -4,35 +4,87 @@
 //! It is the FIFO queue with constant outflow. For a granted request, `retry_after` is its queue
 //! delay: how long to hold it before processing so that processed requests leave at exactly the
 //! outflow rate (0 when the bucket was empty). The level is `(TAT − now) / T` with
-//! `T = period / rate`, so the state is the GCRA schedule (see `gcra.rs`), and the queue delay is
-//! `max(TAT, now) − now` before the request is added.
+//! `T = period / rate`, so the state is the GCRA schedule (see `core::gcra`), and the queue delay
+//! is `max(TAT, now) − now` before the request is added.
 //!
 //! Called with other parameters, the bucket keeps its level, converted to the new rate and not
 //! capped at a lowered capacity: the units already queued are still in the queue, so an
 //! over-full bucket drains below the new capacity before it accepts again, and the queue delays
 //! it hands out keep the outflow at the rate.
 
-use crate::core::gcra::{Carry, Evaluation, Schedule, ScheduleReading, schedule_newtype};
-use crate::core::limiter::{Retry, Verdict};
+use crate::core::error::CoreError;
+use crate::core::gcra::{Carry, GcraParams, Schedule};
+use crate::core::limiter::{Algorithm, Retry, Verdict};
+use crate::core::time::Micros;
+use crate::core::varint::Reader;
 
 /// RL.LEAKYBUCKET's state. Its parameters are `GcraParams` with burst = capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeakyBucket(pub Schedule);
 
-impl ScheduleReading for LeakyBucket {
-    const CARRY: Carry = Carry::Backlog;
-    const NAMES: [&'static str; 3] = ["capacity", "rate", "period_ms"];
+/// The leaky bucket is the [`Schedule`] keeping its level ([`Carry::Backlog`]) when its
+/// parameters change, whose granted requests wait their queue delay; every other method is the
+/// schedule's.
+impl Algorithm for LeakyBucket {
+    type Params = GcraParams;
 
-    /// A request granted in full waits its queue delay.
-    fn verdict(e: Evaluation, cost: u64) -> Verdict {
+    fn fresh(params: &GcraParams) -> Self {
+        LeakyBucket(Schedule::fresh(params))
+    }
+
+    fn params(&self) -> &GcraParams {
+        self.0.params()
+    }
+
+    fn evaluate(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+    ) -> Result<Verdict, CoreError> {
+        let e = self
+            .0
+            .evaluate(params, now, cost, best_effort, Carry::Backlog)?;
         let mut verdict = e.verdict;
+        // A request granted in full waits its queue delay.
         if verdict.granted > 0 && verdict.granted == cost && e.queue_delay > 0 {
             verdict.retry = Retry::After(e.queue_delay);
         }
-        verdict
+        Ok(verdict)
     }
 
-    schedule_newtype!(LeakyBucket);
+    fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
+        self.0.commit(params, now, granted, Carry::Backlog)
+    }
+
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        self.0.refund(now, units)
+    }
+
+    fn fresh_at(&self) -> Micros {
+        self.0.fresh_at()
+    }
+
+    fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
+        params.dedup_until(now)
+    }
+
+    fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
+        params.describe(["capacity", "rate", "period_ms"])
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out);
+    }
+
+    fn decode(input: &mut Reader<'_>) -> Option<Self> {
+        Schedule::decode(input).map(LeakyBucket)
+    }
+
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.0.valid_at(last_update)
+    }
 }
 
 #[cfg(test)]
@@ -44,6 +96,13 @@ mod tests {
     use crate::core::gcra::GcraParams;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
+
+    /// capacity `limit`, draining `rate` per `period`.
+    impl crate::core::testkit::Sample for LeakyBucket {
+        fn sample([limit, rate, period, _]: [u64; 4]) -> Option<GcraParams> {
+            GcraParams::new(limit, rate, period).ok()
+        }
+    }
 
     #[test]
     fn leaky_bucket_queues_at_the_outflow_rate() {

@@ -138,8 +138,9 @@ pub trait Algorithm: Sized + Clone {
     fn commit(&mut self, params: &Self::Params, now: Micros, granted: u64)
     -> Result<(), CoreError>;
 
-    /// Whether `RL.REFUND` gives units back to this algorithm (then `refund` must be written;
-    /// `registry_is_complete` checks it does) or names another command.
+    /// Whether `RL.REFUND` gives units back to this algorithm (then `refund` must be written:
+    /// `registry_is_complete`, in `commands::registry`, fails for an algorithm whose refund
+    /// gives nothing back) or names another command.
     const REFUND: Refund = Refund::Units;
 
     /// Give back up to `units` at `now`, under the stored parameters (SPEC's RL.REFUND): never

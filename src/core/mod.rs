@@ -23,13 +23,15 @@
 
 //!
 //! Layers, each importing only those above it (no circle):
-//! - leaves: `time`, `varint`, `decimal`, `kind` (generated from `crate::registry`), `error`,
-//!   `param`, `dedup`, `extras` (a key's ids and block),
-//!   `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
+//! - leaves: `time`, `varint`, `decimal`, `kind` (the registry's identity half: each
+//!   algorithm's variant, tag and names), `error`, `param`, `dedup`, `extras` (a key's ids and
+//!   block), `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
 //!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
-//! - `state`: the key's value over every registered algorithm;
-//! - `codec` (its bytes), `flow` (the per-key rules), `multi` (RL.ALL).
+//! - `state`: the key's value over every registered algorithm (their state types wired by
+//!   `crate::registry`, which `core` never imports);
+//! - `codec` (its bytes), `packed` (a key's value in memory, the schedules' inline),
+//!   `flow` (the per-key rules), `multi` (RL.ALL).
 
 #[cfg(test)]
 mod caps_tests;

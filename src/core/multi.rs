@@ -387,16 +387,13 @@ pub fn apply_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::flow::{Write, apply};
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::leaky_bucket::LeakyBucket;
     use crate::core::limiter::Decision;
     use crate::core::param::MAX_PARAM;
-    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
-    use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::testkit;
     use crate::core::time::MAX_TIME;
-    use crate::core::token_bucket::TokenBucket;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_000_000_000;
@@ -405,20 +402,25 @@ mod tests {
         AnyParams::of::<Gcra>(&GcraParams::new(b, r, p).unwrap())
     }
 
-    /// One call with the single-limiter command of `spec`: the units it granted.
-    fn one(s: &mut Option<LimiterState>, spec: &AnyParams, req: &Request) -> u64 {
+    /// One call with the single-limiter command of `spec`: the units it granted, or its error
+    /// (a concurrency lease asked for other units than it holds).
+    fn one(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<u64, CoreError> {
         fn go<A: Stored>(
             s: &mut Option<LimiterState>,
             spec: &A,
             req: &Request,
-        ) -> crate::core::flow::Outcome {
-            apply::<A>(s.as_mut(), spec.params(), req, 10).unwrap()
+        ) -> Result<crate::core::flow::Outcome, CoreError> {
+            apply::<A>(s.as_mut(), spec.params(), req, 10)
         }
-        let out = dispatch!(&spec.0, a => go(s, a, req));
+        let out = dispatch!(&spec.0, a => go(s, a, req))?;
         if let Write::Created(new) = out.write {
             *s = Some(new);
         }
-        out.verdict.granted
+        Ok(out.verdict.granted)
     }
 
     /// The exact wait (µs) before one limiter alone grants `cost`, found by probing it with
@@ -430,7 +432,7 @@ mod tests {
                 peek: true,
                 ..Request::new(cost, at)
             };
-            one(&mut s.clone(), spec, &req) == cost
+            one(&mut s.clone(), spec, &req) == Ok(cost)
         };
         if grants(now) {
             return Some(0);
@@ -455,14 +457,19 @@ mod tests {
     }
 
     /// The same call made with each single-limiter command, peeking first: the model of "all or
-    /// nothing".
-    fn model(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> u64 {
+    /// nothing". When nothing is granted, `BLOCK d` blocks each key that would deny the call on
+    /// its own (the single-limiter call, on that key alone). Refused if any key refuses.
+    fn model(
+        states: &mut [Option<LimiterState>],
+        specs: &[AnyParams],
+        req: &Request,
+    ) -> Result<u64, CoreError> {
         let peek = Request { peek: true, ..*req };
         let granted: Vec<u64> = states
             .iter_mut()
             .zip(specs)
             .map(|(s, p)| one(s, p, &peek))
-            .collect();
+            .collect::<Result<_, _>>()?;
         let amount = if req.best_effort {
             granted.iter().copied().min().unwrap_or(0)
         } else if granted.iter().all(|&g| g == req.cost) {
@@ -474,16 +481,42 @@ mod tests {
             let charge = Request {
                 cost: amount,
                 best_effort: false,
+                block: None,
                 ..*req
             };
             for (s, p) in states.iter_mut().zip(specs) {
-                assert_eq!(one(s, p, &charge), amount);
+                assert_eq!(one(s, p, &charge), Ok(amount));
             }
         }
-        amount
+        if amount == 0 && req.block.is_some() {
+            for ((s, p), g) in states.iter_mut().zip(specs).zip(granted) {
+                if g == 0 {
+                    assert_eq!(one(s, p, req), Ok(0));
+                }
+            }
+        }
+        Ok(amount)
     }
 
     fn run(states: &mut [Option<LimiterState>], specs: &[AnyParams], req: &Request) -> Decision {
+        try_run(states, specs, req).unwrap()
+    }
+
+    /// Whether RL.ALL takes a call with these options on these limiters at all (a concurrency
+    /// limiter refuses BESTEFFORT when the command is parsed: [`AnyParams::bind_call`]).
+    fn accepted(specs: &[AnyParams], req: &Request) -> bool {
+        let id = Some(DedupId(0));
+        specs
+            .iter()
+            .all(|s| s.clone().bind_call(id, req.best_effort).is_ok())
+    }
+
+    /// RL.ALL on the keys `states` (missing ones created when granted), or its error.
+    fn try_run(
+        states: &mut [Option<LimiterState>],
+        specs: &[AnyParams],
+        req: &Request,
+    ) -> Result<Decision, MultiError> {
         let mut slots: Vec<Slot<'_>> = states
             .iter_mut()
             .map(|s| match s {
@@ -491,7 +524,7 @@ mod tests {
                 None => Slot::New(None),
             })
             .collect();
-        let out = apply_all(&mut slots, specs, req, 10).unwrap();
+        let out = apply_all(&mut slots, specs, req, 10)?;
         let created: Vec<Option<LimiterState>> = slots
             .into_iter()
             .map(|s| match s {
@@ -504,7 +537,7 @@ mod tests {
                 *s = new;
             }
         }
-        Decision::from(out.verdict)
+        Ok(Decision::from(out.verdict))
     }
 
     #[test]
@@ -545,42 +578,43 @@ mod tests {
         );
     }
 
+    /// Any registered algorithm ([`testkit::sample`]) with small parameters.
     fn arb_spec() -> impl Strategy<Value = AnyParams> {
-        (0u8..6, 1u64..8, 1u64..20, 1u64..3_000_000).prop_map(|(k, b, r, p)| {
-            let g = GcraParams::new(b, r, p).unwrap();
-            match k {
-                0 => AnyParams::of::<Gcra>(&g),
-                1 => AnyParams::of::<TokenBucket>(&g),
-                2 => AnyParams::of::<LeakyBucket>(&g),
-                3 => AnyParams::of::<Fixed>(&FixedParams::new(b, p, r * 1000).unwrap()),
-                4 => AnyParams::of::<SlidingCounter>(&SlidingCounterParams::new(b, p).unwrap()),
-                // A window of whole ms, in buckets of r ms (at most the window).
-                _ => {
-                    let window = (p / 1000 + 1) * 1000;
-                    let precision = (r * 1000).min(window);
-                    AnyParams::of::<SlidingLog>(&SlidingParams::new(b, window, precision).unwrap())
-                }
-            }
-        })
+        (
+            prop::sample::select(Kind::ALL),
+            1u64..8,
+            1u64..20,
+            1u64..3_000_000,
+        )
+            .prop_filter_map("parameters the algorithm refuses", |(k, b, r, p)| {
+                testkit::sample(k, [b, r, p, r * 1000])
+            })
     }
 
     proptest! {
-        /// RL.ALL grants exactly what peeking every limiter then charging all would, and leaves
-        /// exactly the same states.
+        /// RL.ALL grants exactly what peeking every limiter then charging all would (blocking,
+        /// with `BLOCK d`, the keys that deny when nothing is granted), refuses exactly when a
+        /// limiter does, and leaves exactly the same states.
         #[test]
         fn all_is_all_or_nothing(
             specs in prop::collection::vec(arb_spec(), 1..4),
-            ops in prop::collection::vec((0u64..800_000, 0u64..6, any::<bool>(), any::<bool>()), 1..40),
+            ops in prop::collection::vec(
+                (0u64..800_000, 0u64..6, any::<bool>(), any::<bool>(), prop::option::weighted(0.2, 1u64..2_000_000)),
+                1..40,
+            ),
         ) {
             let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
             let mut b = a.clone();
             let mut t = T0;
-            for (dt, cost, be, peek) in ops {
+            for (dt, cost, be, peek, block) in ops {
                 t += dt;
-                let req = Request { best_effort: be, peek: peek && cost % 2 == 0, ..Request::new(cost, t) };
+                let req = Request { best_effort: be, peek: peek && cost % 2 == 0, block, ..Request::new(cost, t) };
+                if !accepted(&specs, &req) {
+                    continue;
+                }
                 let want = model(&mut b, &specs, &req);
-                let got = run(&mut a, &specs, &req);
-                prop_assert_eq!(got.granted as u64, want);
+                let got = try_run(&mut a, &specs, &req);
+                prop_assert_eq!(got.map(|d| d.granted as u64).ok(), want.ok());
                 prop_assert_eq!(&a, &b);
             }
         }
@@ -598,9 +632,14 @@ mod tests {
             for (dt, cost, be, peek) in ops {
                 t += dt;
                 let req = Request { best_effort: be, peek, ..Request::new(cost, t) };
+                if !accepted(&specs, &req) {
+                    continue;
+                }
                 // A PEEK replies as if the call were made: the state it would leave.
                 let mut left = a.clone();
-                run(&mut left, &specs, &Request { peek: false, ..req });
+                if try_run(&mut left, &specs, &Request { peek: false, ..req }).is_err() {
+                    continue;
+                }
                 let d = run(&mut a, &specs, &req);
                 if d.granted as u64 == cost {
                     continue;
@@ -623,31 +662,17 @@ mod tests {
     }
 
     /// Any parameters the parsers accept (the same constructors validate them), biased to the
-    /// largest values.
+    /// largest values, of any registered algorithm.
     fn arb_extreme_spec() -> impl Strategy<Value = AnyParams> {
-        let ms = |v: u64| (v / 1000).max(1) * 1000;
         (
-            0u8..6,
+            prop::sample::select(Kind::ALL),
             edgy(MAX_PARAM),
             edgy(MAX_PARAM),
             edgy(MAX_PARAM),
             edgy(MAX_PARAM),
         )
-            .prop_filter_map("parameters the parser refuses", move |(k, a, b, d, e)| {
-                let g = GcraParams::new(a, b, d);
-                Some(match k {
-                    0 => AnyParams::of::<Gcra>(&g.ok()?),
-                    1 => AnyParams::of::<TokenBucket>(&g.ok()?),
-                    2 => AnyParams::of::<LeakyBucket>(&g.ok()?),
-                    3 => AnyParams::of::<Fixed>(&FixedParams::new(a, d, e).ok()?),
-                    4 => AnyParams::of::<SlidingCounter>(&SlidingCounterParams::new(a, d).ok()?),
-                    _ => {
-                        let (w, p) = (ms(d), ms(e));
-                        AnyParams::of::<SlidingLog>(
-                            &SlidingParams::new(a, w.max(p), w.min(p)).ok()?,
-                        )
-                    }
-                })
+            .prop_filter_map("parameters the parser refuses", |(k, a, b, d, e)| {
+                testkit::sample(k, [a, b, d, e])
             })
     }
 
@@ -667,12 +692,18 @@ mod tests {
             let mut state: Option<LimiterState> = None;
             for (now, cost, be) in ops {
                 let req = Request { best_effort: be, ..Request::new(cost, now) };
+                if !accepted(std::slice::from_ref(&spec), &req) {
+                    continue;
+                }
                 let mut slots = [match state.as_mut() {
                     Some(s) => Slot::Existing(s),
                     None => Slot::New(None),
                 }];
-                let out = apply_all(&mut slots, std::slice::from_ref(&spec), &req, 10);
-                let out = out.map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+                let out = match apply_all(&mut slots, std::slice::from_ref(&spec), &req, 10) {
+                    // A concurrency lease asked for other units than it holds.
+                    Err(MultiError::Core(CoreError::Refused(_))) => continue,
+                    out => out.map_err(|e| TestCaseError::fail(format!("{e:?}")))?,
+                };
                 let [slot] = slots;
                 if let Slot::New(Some(created)) = slot {
                     state = Some(created);

@@ -344,6 +344,13 @@ mod tests {
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
 
+    /// `limit` per window of `period`.
+    impl crate::core::testkit::Sample for SlidingCounter {
+        fn sample([limit, _, period, _]: [u64; 4]) -> Option<SlidingCounterParams> {
+            SlidingCounterParams::new(limit, period).ok()
+        }
+    }
+
     #[test]
     fn sliding_counter_weighs_the_previous_window() {
         let params = SlidingCounterParams::new(10, US_PER_SEC).unwrap();

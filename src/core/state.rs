@@ -1,17 +1,17 @@
 //! The value stored in a limiter key: one algorithm's state (none for a key that `RL.BLOCK`
 //! created, which holds only its block), the key's last update time, its remembered `DEDUP`
-//! ids and its block. [`AlgoState`], its dispatch and the [`Stored`] link between an
-//! algorithm and its variant are generated from the registry (`crate::registry`).
+//! ids and its block. [`AlgoState`] has a variant per algorithm of the registry
+//! (`core::kind`), holding the state type the crate-root registry wires to it ([`WiredState`]).
 
 use crate::core::error::CoreError;
 use crate::core::extras::Extras;
-use crate::core::kind::Kind;
+use crate::core::kind::{Kind, of};
 use crate::core::limiter::{Algorithm, Decision};
 use crate::core::time::{MAX_TIME, Micros};
 use crate::core::varint::Reader;
 
 /// An algorithm as stored in a key: its [`Kind`] and its variant of [`AlgoState`]. Implemented
-/// by the registry for every registered algorithm.
+/// here for every registered algorithm's state type.
 pub trait Stored: Algorithm {
     /// Which algorithm this is (names it in WRONGTYPE errors and the codec).
     const KIND: Kind;
@@ -26,16 +26,24 @@ pub trait Stored: Algorithm {
     fn into_state(self) -> AlgoState;
 }
 
+/// The state type of an algorithm (`<of::Gcra as WiredState>::State` is `core::gcra::Gcra`):
+/// implemented by the crate-root registry (`crate::registry`), one row per algorithm. A
+/// [`Kind`] without its row is a compile error here.
+pub trait WiredState {
+    /// The algorithm's state in a key.
+    type State: Stored;
+}
+
 macro_rules! define_state {
-    ([] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $state:ty, $command:ty;)*) => {
+    ([] $($variant:ident)*) => {
         /// One algorithm's state.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum AlgoState {
-            $($variant($state),)*
+            $($variant(<of::$variant as WiredState>::State),)*
         }
 
         $(
-            impl Stored for $state {
+            impl Stored for <of::$variant as WiredState>::State {
                 const KIND: Kind = Kind::$variant;
 
                 fn from_state(state: &AlgoState) -> Option<&Self> {
@@ -71,17 +79,17 @@ macro_rules! define_state {
             /// Decode the algorithm's part of the codec for `kind`.
             pub(crate) fn decode(kind: Kind, input: &mut Reader<'_>) -> Option<AlgoState> {
                 match kind {
-                    $(Kind::$variant => <$state as Algorithm>::decode(input).map(AlgoState::$variant),)*
+                    $(Kind::$variant => Algorithm::decode(input).map(AlgoState::$variant),)*
                 }
             }
         }
     };
 }
 
-crate::registry::algorithms!(define_state);
+crate::core::kind::each!(define_state);
 
 macro_rules! dispatch_rows {
-    ([$state:expr, $a:ident => $body:expr] $($variant:ident = $tag:literal => $name:literal $(as $cmd:literal)?, $ty:ty, $command:ty;)*) => {
+    ([$state:expr, $a:ident => $body:expr] $($variant:ident)*) => {
         match $state {
             $($crate::core::state::AlgoState::$variant($a) => $body,)*
         }
@@ -92,7 +100,7 @@ pub(crate) use dispatch_rows;
 /// Run `$body` with `$a` bound to the algorithm's state, whatever its type.
 macro_rules! dispatch {
     ($state:expr, $a:ident => $body:expr) => {
-        crate::registry::algorithms!(crate::core::state::dispatch_rows, $state, $a => $body)
+        $crate::core::kind::each!($crate::core::state::dispatch_rows, $state, $a => $body)
     };
 }
 pub(crate) use dispatch;

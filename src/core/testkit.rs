@@ -10,10 +10,47 @@ use proptest::prelude::*;
 
 use crate::core::codec;
 use crate::core::flow::{Outcome, Write, apply};
+use crate::core::kind::{Kind, of};
 use crate::core::limiter::{Request, Retry, Verdict};
+use crate::core::multi::AnyParams;
 use crate::core::state::LimiterState;
-use crate::core::state::Stored;
+use crate::core::state::{Stored, WiredState};
 use crate::core::time::Micros;
+
+/// An algorithm's parameters made from four numbers, for the tests that run every registered
+/// algorithm ([`sample`]: RL.ALL's properties, the refund and block models, the codec):
+/// `[limit, rate, period, extra]`, where `limit` is the units allowed at once, `period` a
+/// duration in µs, and `rate` and `extra` what else the algorithm takes (units per period, an
+/// offset, a precision, a lease id). A number is fitted to what the algorithm accepts where
+/// that is plain (whole milliseconds, a cap, a remainder); `None` when the algorithm refuses
+/// the rest. Implemented in each algorithm's test module: one missing is a compile error in
+/// [`sample`].
+pub trait Sample: Stored {
+    /// The parameters from `[limit, rate, period, extra]`, if the algorithm accepts them.
+    fn sample(numbers: [u64; 4]) -> Option<Self::Params>;
+}
+
+macro_rules! define_sample {
+    ([] $($variant:ident)*) => {
+        /// Algorithm `kind`'s parameters from `numbers` ([`Sample`]), if it accepts them: with
+        /// [`Kind::ALL`], every registered algorithm.
+        pub fn sample(kind: Kind, numbers: [u64; 4]) -> Option<AnyParams> {
+            match kind {
+                $(Kind::$variant => {
+                    type A = <of::$variant as WiredState>::State;
+                    <A as Sample>::sample(numbers).map(|p| AnyParams::of::<A>(&p))
+                })*
+            }
+        }
+    };
+}
+
+crate::core::kind::each!(define_sample);
+
+/// `us` as whole milliseconds, at least one.
+pub fn whole_ms(us: Micros) -> Micros {
+    (us / 1000).max(1) * 1000
+}
 
 /// A realistic start time: 2023-11-14T22:13:20Z.
 pub const T0: Micros = 1_700_000_000_000_000;
@@ -295,5 +332,15 @@ pub fn check_clock_step_back<A: Stored>(params: &A::Params, start: Micros, steps
         let a = stepped.take::<A>(params, now, s.cost);
         let b = clamped.take::<A>(params, at, s.cost);
         assert_eq!(a, b, "step {i}");
+    }
+}
+
+#[test]
+fn every_algorithm_has_samples_of_its_kind() {
+    for kind in Kind::ALL {
+        for numbers in [[8, 4, 1_000_000, 0], [1, 1, 1, 1], [5, 3, 2_500_000, 7_000]] {
+            let spec = sample(*kind, numbers).unwrap();
+            assert_eq!(spec.kind(), *kind);
+        }
     }
 }

@@ -2,25 +2,81 @@
 //! `period` (fractions kept exactly), never above capacity. A request takes `n` tokens if it can.
 //!
 //! This is the GCRA schedule read as a level: with `T = period / refill`, the tokens at `now`
-//! are `(now − (TAT − capacity·T)) / T`, so the state is the same exact TAT (see `gcra.rs`), and
-//! "full again" is the TAT itself. Starting full means starting with the TAT in the past.
+//! are `(now − (TAT − capacity·T)) / T`, so the state is the same exact TAT (see `core::gcra`),
+//! and "full again" is the TAT itself. Starting full means starting with the TAT in the past.
 //!
 //! Called with other parameters, the bucket keeps its tokens (capped at the new capacity, a
 //! fraction rounded down to the new tick, against the client), not its units used: raising the
 //! capacity of an empty bucket does not refill it.
 
-use crate::core::gcra::{Carry, Schedule, ScheduleReading, schedule_newtype};
+use crate::core::error::CoreError;
+use crate::core::gcra::{Carry, GcraParams, Schedule};
+use crate::core::limiter::{Algorithm, Verdict};
+use crate::core::time::Micros;
+use crate::core::varint::Reader;
 
 /// RL.TOKENBUCKET's state. Its parameters are `GcraParams` with burst = capacity and
 /// rate = refill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket(pub Schedule);
 
-impl ScheduleReading for TokenBucket {
-    const CARRY: Carry = Carry::Free;
-    const NAMES: [&'static str; 3] = ["capacity", "refill", "period_ms"];
+/// The token bucket is the [`Schedule`] keeping its free units ([`Carry::Free`]) when its
+/// parameters change; every method is the schedule's.
+impl Algorithm for TokenBucket {
+    type Params = GcraParams;
 
-    schedule_newtype!(TokenBucket);
+    fn fresh(params: &GcraParams) -> Self {
+        TokenBucket(Schedule::fresh(params))
+    }
+
+    fn params(&self) -> &GcraParams {
+        self.0.params()
+    }
+
+    fn evaluate(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        cost: u64,
+        best_effort: bool,
+    ) -> Result<Verdict, CoreError> {
+        let e = self
+            .0
+            .evaluate(params, now, cost, best_effort, Carry::Free)?;
+        Ok(e.verdict)
+    }
+
+    fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
+        self.0.commit(params, now, granted, Carry::Free)
+    }
+
+    fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
+        self.0.refund(now, units)
+    }
+
+    fn fresh_at(&self) -> Micros {
+        self.0.fresh_at()
+    }
+
+    fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
+        params.dedup_until(now)
+    }
+
+    fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
+        params.describe(["capacity", "refill", "period_ms"])
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        self.0.encode(out);
+    }
+
+    fn decode(input: &mut Reader<'_>) -> Option<Self> {
+        Schedule::decode(input).map(TokenBucket)
+    }
+
+    fn valid_at(&self, last_update: Micros) -> bool {
+        self.0.valid_at(last_update)
+    }
 }
 
 #[cfg(test)]
@@ -36,6 +92,13 @@ mod tests {
     use crate::core::state::LimiterState;
     use crate::core::testkit::{self, GrantedRetry, Key, Model, T0};
     use crate::core::time::US_PER_SEC;
+
+    /// capacity `limit`, refill `rate` per `period`.
+    impl crate::core::testkit::Sample for TokenBucket {
+        fn sample([limit, rate, period, _]: [u64; 4]) -> Option<GcraParams> {
+            GcraParams::new(limit, rate, period).ok()
+        }
+    }
 
     #[test]
     fn token_bucket_spends_and_refills_continuously() {

@@ -7,6 +7,15 @@ use crate::core::codec;
 use crate::core::flow::{Write, apply};
 use crate::core::limiter::{Decision, Request};
 
+/// `limit` units in flight (at most `MAX_LEASES`), leases of `period`, lease id `extra`.
+impl crate::core::testkit::Sample for Concurrency {
+    fn sample([limit, _, period, extra]: [u64; 4]) -> Option<ConcurrencyParams> {
+        // A lease id of its own: every call renews the same lease.
+        let id = Some(DedupId(u128::from(extra)));
+        ConcurrencyParams::new(limit.min(MAX_LEASES), period, id).ok()
+    }
+}
+
 const T0: Micros = 1_700_000_000_000_000;
 
 fn params(limit: u64, lease: Micros, id: u8) -> ConcurrencyParams {

@@ -9,7 +9,8 @@
 //! microseconds), time is counted in *ticks* of `1/rate` µs: one unit is then exactly `period`
 //! ticks, and every comparison is integer arithmetic on `u128`. The token bucket
 //! (`tokens = (now − (TAT − capacity·T)) / T`) and the leaky bucket (`level = (TAT − now) / T`)
-//! are the same schedule read another way, so they reuse [`Schedule`].
+//! are the same schedule read another way: each is a newtype over [`Schedule`] whose
+//! `impl Algorithm` delegates to it.
 //!
 //! Changing the parameters of a live limiter keeps the units already used ([`Carry`]): GCRA and
 //! the leaky bucket convert the backlog `max(TAT − now, 0)` to units at the old `T` and back to
@@ -73,6 +74,22 @@ impl GcraParams {
     /// The period in µs.
     pub fn period(&self) -> Micros {
         self.period
+    }
+
+    /// Until when a `DEDUP` id first seen at `now` is remembered: one period.
+    pub fn dedup_until(&self, now: Micros) -> Micros {
+        now.saturating_add(self.period)
+    }
+
+    /// The parameters for RL.INFO, under the algorithm's `names` for burst, rate and period
+    /// (in ms).
+    pub fn describe(&self, names: [&'static str; 3]) -> Vec<(&'static str, u64)> {
+        let [burst, rate, period] = names;
+        vec![
+            (burst, self.burst),
+            (rate, self.rate),
+            (period, self.period / 1000),
+        ]
     }
 }
 
@@ -352,38 +369,21 @@ impl Schedule {
     }
 }
 
-/// An algorithm that is a reading of the [`Schedule`]: GCRA, the token bucket and the leaky
-/// bucket differ only in their names, what they keep when their parameters change, and (the
-/// leaky bucket) what `retry_after` means for a granted request. Implementing this trait makes
-/// a type an [`Algorithm`].
-pub trait ScheduleReading: Sized + Clone {
-    /// What survives a change of parameters.
-    const CARRY: Carry;
-    /// RL.INFO's names for burst, rate and period.
-    const NAMES: [&'static str; 3];
+/// RL.GCRA's state: the schedule itself, which keeps its units used ([`Carry::Backlog`]) when
+/// its parameters change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra(pub Schedule);
 
-    /// Wrap a schedule.
-    fn from_schedule(s: Schedule) -> Self;
-    /// The schedule inside.
-    fn schedule(&self) -> &Schedule;
-    /// The schedule inside, mutably.
-    fn schedule_mut(&mut self) -> &mut Schedule;
-
-    /// The verdict for a request of `cost` (the schedule's own, unless a reading refines it).
-    fn verdict(e: Evaluation, _cost: u64) -> Verdict {
-        e.verdict
-    }
-}
-
-impl<T: ScheduleReading> Algorithm for T {
+/// GCRA is the [`Schedule`] read as is: every method is the schedule's.
+impl Algorithm for Gcra {
     type Params = GcraParams;
 
     fn fresh(params: &GcraParams) -> Self {
-        T::from_schedule(Schedule::fresh(params))
+        Gcra(Schedule::fresh(params))
     }
 
     fn params(&self) -> &GcraParams {
-        self.schedule().params()
+        self.0.params()
     }
 
     fn evaluate(
@@ -394,76 +394,42 @@ impl<T: ScheduleReading> Algorithm for T {
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
         let e = self
-            .schedule()
-            .evaluate(params, now, cost, best_effort, T::CARRY)?;
-        Ok(T::verdict(e, cost))
+            .0
+            .evaluate(params, now, cost, best_effort, Carry::Backlog)?;
+        Ok(e.verdict)
     }
 
     fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        self.schedule_mut().commit(params, now, granted, T::CARRY)
+        self.0.commit(params, now, granted, Carry::Backlog)
     }
 
     fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
-        self.schedule_mut().refund(now, units)
+        self.0.refund(now, units)
     }
 
     fn fresh_at(&self) -> Micros {
-        self.schedule().fresh_at()
+        self.0.fresh_at()
     }
 
     fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
-        now.saturating_add(params.period)
+        params.dedup_until(now)
     }
 
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
-        let [burst, rate, period] = T::NAMES;
-        vec![
-            (burst, params.burst),
-            (rate, params.rate),
-            (period, params.period / 1000),
-        ]
+        params.describe(["burst", "rate", "period_ms"])
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        self.schedule().encode(out);
+        self.0.encode(out);
     }
 
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
-        Schedule::decode(input).map(T::from_schedule)
+        Schedule::decode(input).map(Gcra)
     }
 
     fn valid_at(&self, last_update: Micros) -> bool {
-        self.schedule().valid_at(last_update)
+        self.0.valid_at(last_update)
     }
-}
-
-/// The `from_schedule`/`schedule`/`schedule_mut` of a newtype over [`Schedule`].
-macro_rules! schedule_newtype {
-    ($t:ident) => {
-        fn from_schedule(s: Schedule) -> Self {
-            $t(s)
-        }
-
-        fn schedule(&self) -> &Schedule {
-            &self.0
-        }
-
-        fn schedule_mut(&mut self) -> &mut Schedule {
-            &mut self.0
-        }
-    };
-}
-pub(crate) use schedule_newtype;
-
-/// RL.GCRA's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gcra(pub Schedule);
-
-impl ScheduleReading for Gcra {
-    const CARRY: Carry = Carry::Backlog;
-    const NAMES: [&'static str; 3] = ["burst", "rate", "period_ms"];
-
-    schedule_newtype!(Gcra);
 }
 
 #[cfg(test)]

@@ -6,6 +6,13 @@ use crate::core::limiter::{Request, Retry};
 use crate::core::state::LimiterState;
 use proptest::prelude::*;
 
+/// burst `limit`, `rate` per `period`.
+impl crate::core::testkit::Sample for Gcra {
+    fn sample([limit, rate, period, _]: [u64; 4]) -> Option<GcraParams> {
+        GcraParams::new(limit, rate, period).ok()
+    }
+}
+
 const SEC: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000 * SEC;
 

@@ -10,6 +10,15 @@ use crate::core::state::LimiterState;
 use crate::core::state::Stored;
 use crate::core::testkit::{self, GrantedRetry, T0};
 use proptest::prelude::*;
+
+/// `limit` per window of `period` (whole ms), precision `extra` (whole ms, at most the window).
+impl crate::core::testkit::Sample for SlidingLog {
+    fn sample([limit, _, period, extra]: [u64; 4]) -> Option<SlidingParams> {
+        let window = testkit::whole_ms(period);
+        SlidingParams::new(limit, window, testkit::whole_ms(extra).min(window)).ok()
+    }
+}
+
 const MS: Micros = US_PER_MS;
 
 fn params(limit: u64, window_ms: u64, precision_ms: u64) -> SlidingParams {

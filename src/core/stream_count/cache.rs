@@ -3,16 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::tally::Tally;
-
-/// A cached tally, as [`TallyCache::begin`] hands it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cached {
-    pub tally: Tally,
-    /// No other writer appended to or trimmed the stream since the tally was stored (no `xadd`
-    /// or `xtrim` event but our own): the stream's length alone confirms it.
-    pub quiet: bool,
-}
+use super::tally::{Cached, Tally};
 
 /// One key's entry in the cache.
 #[derive(Debug, Clone, Copy)]

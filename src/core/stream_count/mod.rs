@@ -42,9 +42,9 @@ mod tally;
 #[cfg(test)]
 mod tests;
 
-pub use cache::{Cached, EventEffect, TallyCache, event_effect};
+pub use cache::{EventEffect, TallyCache, event_effect};
 pub use id::{ID_BUF, IdRange, StreamId};
-pub use tally::{Cut, Entries, Inconsistent, MAX_WINDOWS, Slide, Tally};
+pub use tally::{Cached, Cut, Entries, Inconsistent, MAX_WINDOWS, Slide, Tally};
 
 use crate::core::time::{Micros, US_PER_MS};
 

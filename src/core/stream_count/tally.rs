@@ -12,9 +12,17 @@
 
 use std::cmp::Ordering;
 
-use super::cache::Cached;
 use super::id::{IdRange, StreamId};
 use crate::core::time::{Micros, US_PER_MS};
+
+/// A cached tally, as the tally cache (`TallyCache::begin`) hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cached {
+    pub tally: Tally,
+    /// No other writer appended to or trimmed the stream since the tally was stored (no `xadd`
+    /// or `xtrim` event but our own): the stream's length alone confirms it.
+    pub quiet: bool,
+}
 
 /// Windows whose running totals one key keeps. A call with another window length drops the
 /// least recently used one (its next call reads its window again).
