@@ -272,13 +272,21 @@ pub fn apply<A: Stored>(
             ..current
         }));
     }
+    // The reply on the key once `BLOCK d` blocked it, judged before the block is placed.
+    let block = match blocks(req, &verdict, already, now) {
+        Some(until) => {
+            let asked = evaluate(algo, params, now, req.cost, false)?;
+            let current = evaluate(algo, params, now, 0, false)?;
+            Some((until, blocked(asked, current, req.cost, until, now)))
+        }
+        None => None,
+    };
     let mut slot = match existing {
         Some(s) => Slot::Existing(s),
         None => Slot::New(None),
     };
-    if let Some(until) = blocks(req, &verdict, already, now) {
+    if let Some((until, verdict)) = block {
         let expires_at = place_block::<A>(&mut slot, params, now, until)?;
-        let (verdict, _) = judge::<A>(slot.state(), params, now, req.cost, false)?;
         return Ok(Outcome {
             verdict,
             write: Write::of(slot),
