@@ -452,10 +452,13 @@ const KEYS: &[&[u8]] = &[
 ];
 
 /// A key: for plausible vectors one of three of `kind`'s own (so calls build on each other
-/// instead of meeting another algorithm's key); else any key of [`KEYS`] or odd bytes.
+/// instead of meeting another algorithm's key); else one RL._SET and RL._RESTORE write (maybe a
+/// value at the bounds, [`edge_payloads`]), any key of [`KEYS`] or odd bytes.
 fn key(r: &mut Rng, kind: &str) -> Vec<u8> {
     if !r.odd() {
         format!("{kind}:{}", r.below(3)).into_bytes()
+    } else if r.one_in(6) {
+        format!("restored:{}", r.below(3)).into_bytes()
     } else if r.one_in(20) {
         text_token(r)
     } else {
