@@ -9,12 +9,18 @@
 //! code (an upper-case word) and be printable ASCII; a success must have its command's reply
 //! shape; and in the guarded batches (every other one) each call runs in a MULTI between two
 //! `DEBUG DIGEST`s, preceded by a full SCAN that expires what is due at the transaction's
-//! frozen time, so an erroring call must leave the digest unchanged.
+//! frozen time, so an erroring call must leave the digest unchanged. A replica is attached:
+//! after each batch its `DEBUG DIGEST` must be the master's (so a call that changed the master
+//! without replicating the change, an erroring one included, is caught). Every
+//! [`ROUND_TRIP_EVERY`] batches, every key must survive an AOF rewrite without the RDB preamble
+//! + `DEBUG LOADAOF`, and a `DEBUG RELOAD`, with the same value and expiry (`fuzz/consistency.rs`).
 //!
 //! Environment: `RL_FUZZ_SEED` (u64, default from the clock; always printed and named in every
 //! failure), `RL_FUZZ_CASES` (vectors per command, default 2000; `make fuzz` runs 100000).
 
 mod common;
+#[path = "fuzz/consistency.rs"]
+mod consistency;
 use common::*;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +29,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const DEFAULT_CASES: usize = 2000;
 /// Vectors per batch; the database is flushed and set up again before each batch.
 const BATCH: usize = 40;
+/// Batches between two persistence round trips ([`consistency::round_trips`]).
+const ROUND_TRIP_EVERY: usize = 300;
 
 // ---------------------------------------------------------------------------------------------
 // Random numbers
@@ -444,10 +452,13 @@ const KEYS: &[&[u8]] = &[
 ];
 
 /// A key: for plausible vectors one of three of `kind`'s own (so calls build on each other
-/// instead of meeting another algorithm's key); else any key of [`KEYS`] or odd bytes.
+/// instead of meeting another algorithm's key); else one RL._SET and RL._RESTORE write (maybe a
+/// value at the bounds, [`edge_payloads`]), any key of [`KEYS`] or odd bytes.
 fn key(r: &mut Rng, kind: &str) -> Vec<u8> {
     if !r.odd() {
         format!("{kind}:{}", r.below(3)).into_bytes()
+    } else if r.one_in(6) {
+        format!("restored:{}", r.below(3)).into_bytes()
     } else if r.one_in(20) {
         text_token(r)
     } else {
@@ -693,17 +704,17 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
             }
         }
         "RL.REFUND" => {
-            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            let kind = refund_kind(r);
             v.extend([key(r, kind), count(r)]);
             options(r, &mut v, &["DEDUP", "AT"], false);
         }
         "RL.BLOCK" => {
-            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            let kind = refund_kind(r);
             v.extend([key(r, kind), duration(r)]);
             options(r, &mut v, &["AT"], false);
         }
         "RL.UNBLOCK" => {
-            let kind = r.pick_ref(&COMMANDS[..6]).name;
+            let kind = refund_kind(r);
             v.push(key(r, kind));
         }
         "RL.CHECK" => {
@@ -723,6 +734,16 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
         _ => unreachable!("{name}"),
     }
     v
+}
+
+/// The keys RL.REFUND, RL.BLOCK and RL.UNBLOCK mostly use: a limiter's own, or one RL._SET and
+/// RL._RESTORE wrote (maybe a value at the bounds, [`edge_payloads`]).
+fn refund_kind(r: &mut Rng) -> &'static str {
+    if r.one_in(7) {
+        "restored"
+    } else {
+        r.pick_ref(&COMMANDS[..6]).name
+    }
 }
 
 /// A random change of the vector's shape or of one argument (never the command name).
@@ -969,7 +990,26 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     let set = payloads_of(&appended, b"rl._set");
     assert_eq!(set.len(), 6, "one RL._SET per call in {incr:?}");
     payloads.extend(set);
+    payloads.extend(edge_payloads(t));
     payloads
+}
+
+/// Values at the bounds no call writes but a payload can hold: schedules (GCRA, token bucket,
+/// leaky bucket, in the fixed-width form) whose TAT is near 2^64 ticks at a rate of 1, so
+/// that a refund, a charge or a reply after them overflows or exceeds what a reply can state.
+fn edge_payloads(t_ms: u64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for kind in [1u8, 2, 3] {
+        for tat in [u64::MAX, u64::MAX / 2 + 1_000_000_000_000] {
+            let mut p = vec![3u8, kind];
+            p.extend_from_slice(&(t_ms * 1000).to_le_bytes());
+            p.extend_from_slice(&tat.to_le_bytes());
+            p.extend_from_slice(&(2u64 | (1u64 << 32)).to_le_bytes());
+            p.extend_from_slice(&1_000_000u64.to_le_bytes()[..6]);
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The commands of an AOF file (RESP arrays of bulk strings).
@@ -1179,6 +1219,12 @@ fn fuzz_every_command() {
     let payloads = harvest_payloads(&server);
     let mut r = Rng::new(seed);
     let mut c = server.conn();
+    // Keys are deleted only by commands (a full SCAN expires what is due), so the master and
+    // the replica can be compared at an instant the master chose.
+    c.ok(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let replica = Server::replica_of(&server);
+    let (mut ctl, mut rc) = (server.conn(), replica.conn());
+    let (mut round_trips, mut round_trip_keys) = (0, 0);
     let mut fuzz = Fuzz {
         seed,
         server: &server,
@@ -1213,6 +1259,20 @@ fn fuzz_every_command() {
         if pong != Reply::Simple("PONG".into()) {
             fuzz.fail(&format!("PING after batch {batch_no} answered {pong:?}"));
         }
+        if let Err(why) = consistency::replica_matches(&mut ctl, &mut rc) {
+            let vectors: Vec<String> = batch.iter().map(|(_, v)| show(v)).collect();
+            fuzz.fail(&format!(
+                "after batch {batch_no}: {why}\n  the batch's vectors:\n  {}",
+                vectors.join("\n  ")
+            ));
+        }
+        if batch_no % ROUND_TRIP_EVERY == ROUND_TRIP_EVERY - 1 {
+            match consistency::round_trips(&mut ctl, &server.dir) {
+                Ok(n) => round_trip_keys += n,
+                Err(why) => fuzz.fail(&format!("round trip after batch {batch_no}: {why}")),
+            }
+            round_trips += 1;
+        }
         done += n;
         batch_no += 1;
     }
@@ -1221,7 +1281,10 @@ fn fuzz_every_command() {
     if log.contains("panic") {
         fuzz.fail(&format!("the server log reports a panic:\n{log}"));
     }
-    eprintln!("fuzz: {total} vectors in {batch_no} batches, {elapsed:.1?}");
+    eprintln!(
+        "fuzz: {total} vectors in {batch_no} batches (replica compared after each, \
+         {round_trips} persistence round trips of {round_trip_keys} keys in all), {elapsed:.1?}"
+    );
     for (cmd, t) in COMMANDS.iter().zip(&fuzz.tally) {
         eprintln!(
             "fuzz:   {:<18} {:>8} vectors {:>8} errors {:>8} replies",

@@ -156,3 +156,44 @@ fn chained_replica_matches_too() {
     wait_replica_synced(&middle, &leaf);
     assert_same_state(&master, &leaf);
 }
+
+/// A GCRA value in the fixed-width payload of `RL._SET` (version 3, kind 1): last update (µs),
+/// TAT (ticks of 1/rate µs), `burst | rate << 32`, period (µs, 6 bytes).
+fn gcra_payload(last_update: u64, tat: u64, burst: u64, rate: u64, period: u64) -> Vec<u8> {
+    let mut p = vec![3u8, 1];
+    p.extend_from_slice(&last_update.to_le_bytes());
+    p.extend_from_slice(&tat.to_le_bytes());
+    p.extend_from_slice(&(burst | rate << 32).to_le_bytes());
+    p.extend_from_slice(&period.to_le_bytes()[..6]);
+    p
+}
+
+#[test]
+fn refund_that_errors_changes_nothing_on_master_or_replica() {
+    // A GCRA key (1 per second) whose TAT is 2^64 µs: about 2^63 µs after the refund gives a
+    // unit back, more than any reply can state, so the call fails. It must change nothing: the
+    // master keeps the value the replica has (a failed call replicates nothing).
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let payload = gcra_payload(now_us - 1_000_000, u64::MAX, 1, 1, 1_000_000);
+    m.ok(&args!["RL._SET", "k", payload]);
+    wait_replica_synced(&master, &replica);
+    let before = m.cmd(&["DEBUG", "DIGEST-VALUE", "k"]);
+    let offset = m.info_field("replication", "master_repl_offset");
+    for _ in 0..2 {
+        let e = m.err(&["RL.REFUND", "k", "1"]);
+        assert!(
+            e.starts_with("ERR parameters too large for the key's current state"),
+            "{e}"
+        );
+    }
+    assert_eq!(m.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), before);
+    assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
+    assert_eq!(m.int(&["WAIT", "1", "5000"]), 1);
+    assert_same_state(&master, &replica);
+}

@@ -418,3 +418,25 @@ fn refund_on_a_concurrency_key_names_rl_release() {
     );
     assert_eq!(s, before, "a refused refund changes nothing");
 }
+
+#[test]
+fn refund_that_cannot_reply_changes_nothing() {
+    // A GCRA value (as RL._SET may store) whose TAT is more than MAX_SPAN past now: the refund
+    // gives a unit back, but the reply after it cannot state the reset: the call fails, and the
+    // value, its DEDUP id and its update time are as they were.
+    let mut payload = vec![codec::CODEC_FIXED, 1];
+    payload.extend_from_slice(&T0.to_le_bytes());
+    payload.extend_from_slice(&u64::MAX.to_le_bytes());
+    payload.extend_from_slice(&(1u64 | (1u64 << 32)).to_le_bytes());
+    payload.extend_from_slice(&SEC.to_le_bytes()[..6]);
+    let mut s = codec::decode(&payload).unwrap();
+    s.extras.remember(DedupId(7), 1, T0 + 10 * SEC, 100);
+    let before = s.clone();
+    for id in [None, Some(DedupId(7))] {
+        assert_eq!(
+            flow::refund(&mut s, T0 + SEC, 1, id).unwrap_err(),
+            crate::core::CoreError::StateTooLong
+        );
+        assert_eq!(s, before, "a refund that fails changes nothing ({id:?})");
+    }
+}

@@ -272,13 +272,21 @@ pub fn apply<A: Stored>(
             ..current
         }));
     }
+    // The reply on the key once `BLOCK d` blocked it, judged before the block is placed.
+    let block = match blocks(req, &verdict, already, now) {
+        Some(until) => {
+            let asked = evaluate(algo, params, now, req.cost, false)?;
+            let current = evaluate(algo, params, now, 0, false)?;
+            Some((until, blocked(asked, current, req.cost, until, now)))
+        }
+        None => None,
+    };
     let mut slot = match existing {
         Some(s) => Slot::Existing(s),
         None => Slot::New(None),
     };
-    if let Some(until) = blocks(req, &verdict, already, now) {
+    if let Some((until, verdict)) = block {
         let expires_at = place_block::<A>(&mut slot, params, now, until)?;
-        let (verdict, _) = judge::<A>(slot.state(), params, now, req.cost, false)?;
         return Ok(Outcome {
             verdict,
             write: Write::of(slot),
@@ -321,7 +329,8 @@ pub struct Refunded {
 /// (an unknown or settled id gives nothing). `None` for a key holding only a block.
 ///
 /// # Errors
-/// [`CoreError::NoRefund`] for an algorithm that takes no refund; [`CoreError::Overflow`].
+/// [`CoreError::NoRefund`] for an algorithm that takes no refund; [`CoreError::Overflow`] or
+/// [`CoreError::StateTooLong`] from the refund or the reply after it. Nothing is changed then.
 pub fn refund(
     state: &mut LimiterState,
     now: Micros,
@@ -336,11 +345,18 @@ pub fn refund(
             _ => 0,
         },
     };
-    let Some(algo) = state.algo.as_mut() else {
+    let Some(algo) = state.algo.as_ref() else {
         return Ok(None);
     };
-    let given = dispatch!(algo, a => refund_algo(a, now, cap))?;
+    // Judged on a copy: the refund and the reply after it, both of which can fail. Nothing is
+    // changed until both are known.
+    let mut after = algo.clone();
+    let given = dispatch!(&mut after, a => refund_algo(a, now, cap))?;
+    let current = dispatch!(&after, a => a.evaluate(a.params(), now, 0, false))?;
     let settles = dedup.filter(|&id| state.extras.entry(id, now).is_some_and(|e| !e.settled));
+    if given > 0 {
+        state.algo = Some(after);
+    }
     if let Some(id) = settles {
         state.extras.settle(id, now);
     }
@@ -349,10 +365,6 @@ pub fn refund(
         state.last_update = now;
         state.extras.forget_expired(now);
     }
-    let Some(algo) = state.algo.as_ref() else {
-        return Ok(None);
-    };
-    let current = dispatch!(algo, a => a.evaluate(a.params(), now, 0, false))?;
     let verdict = match state.extras.blocked_at(now) {
         Some(until) => blocked(current, current, 0, until, now),
         None => current,
