@@ -309,6 +309,132 @@ mod tests {
         );
     }
 
+    use crate::commands::registry::LIMITERS;
+    use crate::core::dedup::DedupId;
+    use crate::core::error::CoreError;
+    use crate::core::flow::{self, Outcome, Write};
+    use crate::core::multi::MultiOutcome;
+    use crate::core::state::{LimiterState, Stored};
+    use crate::docs::ArgType;
+    use proptest::prelude::*;
+
+    /// The call with the key's own command ([`flow::apply`]): its outcome, the created value
+    /// stored.
+    fn own(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<Outcome, CoreError> {
+        fn go<A: Stored>(
+            s: &mut Option<LimiterState>,
+            spec: &A,
+            req: &Request,
+        ) -> Result<Outcome, CoreError> {
+            flow::apply::<A>(s.as_mut(), spec.params(), req, 3)
+        }
+        let state = spec.clone().into_state();
+        let out = crate::core::state::dispatch!(&state, a => go(s, a, req))?;
+        if let Write::Created(new) = &out.write {
+            *s = Some(new.clone());
+        }
+        Ok(out)
+    }
+
+    /// The same call through RL.ALL over that one key.
+    fn all_over_one(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<MultiOutcome, CoreError> {
+        let mut slots = [match s.as_mut() {
+            Some(s) => Slot::Existing(s),
+            None => Slot::New(None),
+        }];
+        let out = apply_all(&mut slots, std::slice::from_ref(spec), req, 3);
+        let [slot] = slots;
+        if let Slot::New(Some(new)) = slot {
+            *s = Some(new);
+        }
+        out.map_err(|e| match e {
+            MultiError::Core(e) => e,
+            MultiError::WrongKind { held, wanted, .. } => CoreError::WrongKind { held, wanted },
+        })
+    }
+
+    /// A limiter of each registered algorithm, its positional arguments drawn at random (counts
+    /// 1..8, durations 1..3000 ms) and parsed by its own parser.
+    fn arb_limiter() -> impl Strategy<Value = AnyParams> {
+        (
+            0..LIMITERS.len(),
+            prop::collection::vec((1u64..8, 1u64..3000), 8),
+        )
+            .prop_map(|(i, values)| {
+                let limiter = &LIMITERS[i];
+                let args: Vec<String> = limiter
+                    .doc
+                    .args
+                    .iter()
+                    .skip(1)
+                    .take(limiter.positional())
+                    .zip(&values)
+                    .map(|(arg, (count, ms))| match arg.kind {
+                        ArgType::Integer => count.to_string(),
+                        _ => ms.to_string(),
+                    })
+                    .collect();
+                let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b"k"];
+                argv.extend(args.iter().map(|a| a.as_bytes()));
+                (limiter.parse)(&argv).unwrap()
+            })
+    }
+
+    proptest! {
+        /// RL.ALL over one key replies and writes exactly as that key's own command, whatever
+        /// the options (BLOCK, DEDUP, PEEK, BESTEFFORT, COST 0, a time behind the key's last
+        /// update), for every algorithm of the registry.
+        #[test]
+        fn all_over_one_key_is_its_own_command(
+            spec in arb_limiter(),
+            ops in prop::collection::vec(
+                (0u64..900_000, 0u64..400_000, 0u64..6, any::<bool>(), any::<bool>(),
+                 prop::option::of(0u8..3), prop::option::of(1u64..2_000_000)),
+                1..40,
+            ),
+        ) {
+            let mut a: Option<LimiterState> = None;
+            let mut b: Option<LimiterState> = None;
+            let mut t = 1_700_000_000_000_000u64;
+            for (dt, back, cost, peek, be, dedup, block) in ops {
+                t += dt;
+                let dedup = dedup.map(|d| DedupId(u128::from(d)));
+                let req = Request {
+                    peek,
+                    best_effort: be,
+                    dedup,
+                    block,
+                    ..Request::new(cost, t - back)
+                };
+                // The limiter as RL.ALL binds it to the call (a lease id from DEDUP); a call
+                // RL.ALL refuses is no call.
+                let Ok(bound) = spec.clone().bind_call(dedup, be) else { continue };
+                let (mine, all) = match (own(&mut a, &bound, &req), all_over_one(&mut b, &bound, &req)) {
+                    (Ok(mine), Ok(all)) => (mine, all),
+                    (mine, all) => {
+                        // Refused alike, changing nothing.
+                        prop_assert_eq!(all.err(), mine.err(), "{:?}", req);
+                        prop_assert_eq!(&a, &b, "{:?}", req);
+                        continue;
+                    }
+                };
+                prop_assert_eq!(all.verdict, mine.verdict, "{:?}", req);
+                let wrote = !matches!(mine.write, Write::None);
+                prop_assert_eq!(all.writes, vec![wrote.then_some(mine.expires_at)], "{:?}", req);
+                prop_assert_eq!(all.blocked, mine.blocked, "{:?}", req);
+                prop_assert_eq!(&a, &b, "{:?}", req);
+            }
+        }
+    }
+
     #[test]
     fn all_parse_errors() {
         #[rustfmt::skip]

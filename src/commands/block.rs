@@ -51,8 +51,7 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let now = evaluation_time(ctx, req.opts.at)?;
     let mut key = open_limiter(ctx, name, "RL.BLOCK")?;
     let (expires_at, until, at) = if let Some(mut state) = key.limiter()? {
-        let (expires_at, until) = flow::block(&mut state, now, req.d);
-        (expires_at, until, state.last_update)
+        flow::block(&mut state, now, req.d)
     } else {
         let state = flow::new_block(now, req.d);
         let until = state.extras.block_until();

@@ -72,12 +72,12 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         Holding::Other if is_stream => return Err(RlError::StreamKey("RL.CHECK").into()),
         Holding::Other => return Err(RlError::WrongType.into()),
     };
-    let (verdict, blocked) = req
+    let judged = req
         .spec
-        .judge(state, now, req.opts.cost, req.opts.best_effort)
+        .judge(state, now, req.opts.cost, req.opts.best_effort, None)
         .map_err(RlError::from)?;
-    let d = Decision::from(verdict);
-    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && blocked.is_none()));
+    let d = Decision::from(judged.verdict);
+    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
     Ok(limiter_reply(ctx, &d))
 }
 

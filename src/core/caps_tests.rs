@@ -99,11 +99,11 @@ fn block_model<A: Stored>(
     for (i, &(dt, cost)) in steps.iter().enumerate() {
         now += dt;
         if i == at {
-            let (_, end) = match blocked.as_mut() {
+            let (_, end, _) = match blocked.as_mut() {
                 Some(s) => flow::block(s, now, d),
                 None => {
                     blocked = Some(flow::new_block(now, d));
-                    (0, now + d)
+                    (0, now + d, now)
                 }
             };
             until = Some(end);
@@ -309,11 +309,11 @@ fn lease_block_model(steps: &[LeaseStep], at: usize, d: Micros) -> Result<(), Te
     for (i, step) in steps.iter().enumerate() {
         now += step.dt;
         if i == at {
-            let (_, end) = match blocked.as_mut() {
+            let (_, end, _) = match blocked.as_mut() {
                 Some(s) => flow::block(s, now, d),
                 None => {
                     blocked = Some(flow::new_block(now, d));
-                    (0, now + d)
+                    (0, now + d, now)
                 }
             };
             until = Some(end);
