@@ -5,20 +5,23 @@
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
 //! exactly those of the single-limiter commands.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
+use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::config;
+use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
-use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::command::Arg;
-use crate::ffi::key::{Holding, LimiterKey};
-use crate::ffi::notify::notify;
+use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::key::LimiterKey;
 use crate::stats;
+
+/// The command's name.
+const NAME: &str = "rl.all";
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -111,7 +114,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         for pos in 0..numkeys {
             ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
         }
-        return Ok(redis_module::RedisValue::NoReply);
+        return Ok(RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
     let now = evaluation_time(ctx, parsed.opts.at)?;
@@ -124,11 +127,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .collect();
     let mut held = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
-        held.push(match key.holding() {
-            Holding::Empty => None,
-            Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
-            Holding::Other => return Err(RlError::WrongType.into()),
-        });
+        held.push(key.limiter(NAME)?);
     }
     let mut slots: Vec<Slot<'_>> = held
         .iter_mut()
@@ -150,42 +149,45 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             },
             MultiError::Core(e) => RlError::from(e),
         })?;
-    let created: Vec<_> = slots
+    let created: Vec<Write> = slots
         .into_iter()
         .map(|s| match s {
-            Slot::New(state) => state,
-            Slot::Existing(_) => None,
+            Slot::New(Some(state)) => Write::Created(state),
+            Slot::Existing(_) => Write::Updated,
+            Slot::New(None) => Write::None,
         })
         .collect();
-    // Keep the values written (a changed inline value is encoded again when dropped); the
-    // others did not change.
-    for (state, write) in held.into_iter().zip(&outcome.writes) {
-        match (state, write) {
-            (Some(state), None) => state.discard(),
-            (state, _) => drop(state),
-        }
-    }
-    let mut wrote = false;
-    for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
-        let Some(expires_at) = write else { continue };
-        if let Some(state) = state {
-            key.set(state)?;
-        }
-        key.set_expire_at(expiry_ms(*expires_at));
-        wrote = true;
-    }
-    drop(keys);
-    if wrote {
-        replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
-        for (name, write) in names.iter().zip(&outcome.writes) {
-            if write.is_some() {
-                notify(ctx, c"rl.all", Arg::from(*name));
-            }
-        }
-    }
+    let fates: Vec<Fate> = held
+        .into_iter()
+        .zip(created)
+        .zip(&outcome.writes)
+        .map(|((state, write), at)| match at {
+            Some(at) => Fate::of(state, write, *at),
+            None => Fate::of(state, Write::None, 0),
+        })
+        .collect();
     let d = Decision::from(outcome.verdict);
-    stats::ALL_LIMITERS.record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
-    Ok(limiter_reply(ctx, &d))
+    let tail = Tail {
+        event: c"rl.all",
+        stats: &stats::ALL_LIMITERS,
+    };
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    let keys = keys
+        .into_iter()
+        .zip(names.iter().map(|n| Arg::from(*n)))
+        .zip(fates)
+        .map(|((key, name), fate)| (key, name, fate));
+    with_argv(&args, |argv| {
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: parsed.opts.at_index,
+            now,
+        };
+        finish(ctx, tail, keys, propagate, granted, |ctx| {
+            reply_decision(ctx, &d)
+        })
+    })?;
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

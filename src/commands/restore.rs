@@ -55,7 +55,7 @@ fn store(
     expire_at: Option<i64>,
 ) -> RedisResult {
     let mut key = LimiterKey::open(ctx, Arg::from(name));
-    if let Holding::Other = key.holding() {
+    if let Holding::Other | Holding::Stream = key.holding() {
         return Err(RlError::WrongType.into());
     }
     key.set(state)?;
