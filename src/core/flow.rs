@@ -101,29 +101,35 @@ pub enum Settle {
 }
 
 impl Judged {
-    /// Whether `BLOCK d` blocks the key, the call having got `granted` units (nothing, for a
-    /// call denied): the call asked for units, got none, is no `PEEK`, and the key was not
-    /// blocked already (a denial while blocked does not extend the block). The block's end, if
-    /// so.
-    pub fn blocks(&self, req: &Request, granted: u64) -> Option<Micros> {
+    /// Whether `BLOCK d` blocks the key on a call not granted: the call asked for units, this
+    /// key denied them (granted none), the call is no `PEEK`, and the key was not blocked
+    /// already (a denial while blocked does not extend the block). The block's end, if so.
+    fn blocks(&self, req: &Request) -> Option<Micros> {
         let d = req.block?;
-        (granted == 0 && self.cost > 0 && !req.peek && self.blocked.is_none())
+        (self.verdict.granted == 0 && self.cost > 0 && !req.peek && self.blocked.is_none())
             .then(|| self.now.saturating_add(d))
     }
 
-    /// What a single-limiter call does to its key: nothing on a blocked key, for a remembered
-    /// id, a `PEEK` or a denial (unless `BLOCK d` blocks the key); else charge what was granted.
-    pub fn decide(&self, req: &Request) -> Settle {
+    /// What the call does to the key once `granted` units were chosen for it (its own verdict's
+    /// for a single-limiter call, the amount every key grants for RL.ALL): nothing on a blocked
+    /// key or for a remembered id; charge them; or, for a call denied, block the key if
+    /// `BLOCK d` blocks it. A `PEEK` is the caller's (it settles nothing, or a copy).
+    pub fn settles(&self, req: &Request, granted: u64) -> Settle {
         if self.blocked.is_some() || self.remembered.is_some() {
-            return Settle::Keep;
-        }
-        if let Some(until) = self.blocks(req, self.verdict.granted) {
-            return Settle::Block(until);
-        }
-        if req.peek || self.verdict.granted == 0 {
             Settle::Keep
+        } else if granted > 0 {
+            Settle::Charge(granted)
         } else {
-            Settle::Charge(self.verdict.granted)
+            self.blocks(req).map_or(Settle::Keep, Settle::Block)
+        }
+    }
+
+    /// What a single-limiter call does to its key: [`Self::settles`] its own verdict's grant,
+    /// a `PEEK` changing nothing.
+    pub fn decide(&self, req: &Request) -> Settle {
+        match self.settles(req, self.verdict.granted) {
+            Settle::Charge(_) if req.peek => Settle::Keep,
+            action => action,
         }
     }
 }

@@ -309,13 +309,11 @@ pub fn apply_all(
     // changes), or, when denied, blocked by `BLOCK d` if it denied.
     let mut actions = Vec::with_capacity(judged.len());
     for ((slot, spec), j) in slots.iter().zip(specs).zip(&judged) {
-        actions.push(if amount > 0 {
-            spec.can_charge(slot.state(), j, amount)?;
-            Settle::Charge(amount)
-        } else {
-            j.blocks(req, j.verdict.granted)
-                .map_or(Settle::Keep, Settle::Block)
-        });
+        let action = j.settles(req, amount);
+        if let Settle::Charge(n) = action {
+            spec.can_charge(slot.state(), j, n)?;
+        }
+        actions.push(action);
     }
     let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
     // Settle every key (a copy when peeking), then read each key's reply from its state after.
@@ -437,6 +435,14 @@ mod tests {
                 assert_eq!(one(s, p, &charge), amount);
             }
         }
+        if amount == 0 {
+            // `BLOCK d`: each key that denied is blocked as its own command would block it.
+            for ((s, p), g) in states.iter_mut().zip(specs).zip(&granted) {
+                if *g == 0 {
+                    assert_eq!(one(s, p, req), 0);
+                }
+            }
+        }
         amount
     }
 
@@ -523,18 +529,22 @@ mod tests {
 
     proptest! {
         /// RL.ALL grants exactly what peeking every limiter then charging all would, and leaves
-        /// exactly the same states.
+        /// exactly the same states; with `BLOCK d`, a call not granted blocks each key that
+        /// denied it, as its own command would.
         #[test]
         fn all_is_all_or_nothing(
             specs in prop::collection::vec(arb_spec(), 1..4),
-            ops in prop::collection::vec((0u64..800_000, 0u64..6, any::<bool>(), any::<bool>()), 1..40),
+            ops in prop::collection::vec(
+                (0u64..800_000, 0u64..6, any::<bool>(), any::<bool>(), prop::option::of(1u64..2_000_000)),
+                1..40,
+            ),
         ) {
             let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
             let mut b = a.clone();
             let mut t = T0;
-            for (dt, cost, be, peek) in ops {
+            for (dt, cost, be, peek, block) in ops {
                 t += dt;
-                let req = Request { best_effort: be, peek: peek && cost % 2 == 0, ..Request::new(cost, t) };
+                let req = Request { best_effort: be, peek: peek && cost % 2 == 0, block, ..Request::new(cost, t) };
                 let want = model(&mut b, &specs, &req);
                 let got = run(&mut a, &specs, &req);
                 prop_assert_eq!(got.granted as u64, want);
