@@ -9,7 +9,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::config;
 use crate::core::flow::Write;
@@ -162,8 +162,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .zip(created)
         .zip(&outcome.writes)
         .map(|((state, write), at)| match at {
-            Some(at) => Fate::of(state, write, *at),
-            None => Fate::of(state, Write::None, 0),
+            Some(at) => Fate::of(ctx, state, write, *at, None),
+            None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
     let d = Decision::from(outcome.verdict);
@@ -172,18 +172,19 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         stats: &stats::ALL_LIMITERS,
     };
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
-    let keys = keys
+    let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
-        .zip(names.iter().map(|n| Arg::from(*n)))
+        .zip(&names)
         .zip(fates)
-        .map(|((key, name), fate)| (key, name, fate));
+        .map(|((key, name), fate)| Touched::new(key, *name, fate))
+        .collect();
     with_argv(&args, |argv| {
         let propagate = Propagate::WithAt {
             argv,
             at_index: parsed.opts.at_index,
             now,
         };
-        finish(ctx, tail, keys, propagate, granted, |ctx| {
+        finish(ctx, tail, &mut keys, propagate, granted, |ctx| {
             reply_decision(ctx, &d)
         })
     })?;

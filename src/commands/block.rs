@@ -5,13 +5,13 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, duration};
 use crate::commands::evaluation_time;
-use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::core::Micros;
 use crate::core::flow;
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::with_argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
 use crate::stats;
@@ -63,6 +63,7 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             let fate = Fate::Written {
                 new: Some(state),
                 expires_at: until,
+                sent: None,
             };
             (fate, until, now)
         }
@@ -80,7 +81,7 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
-            [(key, Arg::from(name), fate)],
+            &mut [Touched::new(key, name, fate)],
             propagate,
             true,
             |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
@@ -131,7 +132,7 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     finish(
         ctx,
         tail,
-        [(key, Arg::from(name), fate)],
+        &mut [Touched::new(key, name, fate)],
         propagate,
         in_force,
         |ctx| reply::integer(ctx, i64::from(in_force)),

@@ -7,7 +7,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
-use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{LimiterCommand, Parsed, evaluation_time};
 use crate::core::Micros;
 use crate::core::concurrency::{
@@ -195,7 +195,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
-            [(key, Arg::from(key_name), fate)],
+            &mut [Touched::new(key, key_name, fate)],
             propagate,
             units > 0,
             |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),

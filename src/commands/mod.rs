@@ -50,7 +50,7 @@ use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, 
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::commands::restore::SET_COMMAND;
-use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::Micros;
 use crate::core::flow;
@@ -309,7 +309,13 @@ pub fn run<C: LimiterCommand>(
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
-    let fate = Fate::of(existing, outcome.write, outcome.expires_at);
+    let fate = Fate::of(
+        ctx,
+        existing,
+        outcome.write,
+        outcome.expires_at,
+        Some(key_name),
+    );
     let d = Decision::from(outcome.verdict);
     let tail = Tail {
         event: C::EVENT,
@@ -324,7 +330,7 @@ pub fn run<C: LimiterCommand>(
     finish(
         ctx,
         tail,
-        [(key, key_name, fate)],
+        &mut [Touched::new(key, key_name, fate)],
         propagate,
         granted,
         |ctx| C::reply(ctx, &d, &outcome.verdict),

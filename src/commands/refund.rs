@@ -4,12 +4,12 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive};
-use crate::commands::tail::{Fate, Propagate, Tail, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::flow;
 use crate::core::limiter::Decision;
 use crate::error::RlError;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::with_argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
 use crate::stats;
@@ -87,7 +87,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
-            [(key, Arg::from(name), fate)],
+            &mut [Touched::new(key, name, fate)],
             propagate,
             granted,
             |ctx| match &reply {

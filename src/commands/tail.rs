@@ -25,10 +25,12 @@ pub enum Fate {
     /// Nothing changed.
     Unchanged,
     /// Written: `new` is the value of a key that was empty (`None`: the value was changed in
-    /// place), `expires_at` the key's new expiry (Unix µs).
+    /// place), `expires_at` the key's new expiry (Unix µs); `sent` whether the value itself was
+    /// already propagated ([`Propagate::Value`]; `None`: not tried yet).
     Written {
         new: Option<LimiterState>,
         expires_at: Micros,
+        sent: Option<bool>,
     },
     /// Emptied: the key is deleted.
     Deleted,
@@ -37,8 +39,16 @@ pub enum Fate {
 impl Fate {
     /// The fate of a key whose value `held` (`None`: the key was empty) the core left as
     /// `write` says, expiring at `expires_at` when written. An unchanged inline value is not
-    /// encoded again.
-    pub fn of(held: Option<StateMut<'_>>, write: Write, expires_at: Micros) -> Fate {
+    /// encoded again. With `value` (the key's name), a value changed in place is propagated as
+    /// itself while at hand ([`Propagate::Value`]).
+    #[inline(always)]
+    pub fn of(
+        ctx: &Context,
+        held: Option<StateMut<'_>>,
+        write: Write,
+        expires_at: Micros,
+        value: Option<Arg<'_>>,
+    ) -> Fate {
         match write {
             Write::None => {
                 if let Some(value) = held {
@@ -47,10 +57,16 @@ impl Fate {
                 Fate::Unchanged
             }
             Write::Updated => {
-                drop(held);
+                let sent = match (held, value) {
+                    (Some(mut state), Some(name)) => {
+                        Some(replicate_state(ctx, name, state.store()))
+                    }
+                    _ => None,
+                };
                 Fate::Written {
                     new: None,
                     expires_at,
+                    sent,
                 }
             }
             Write::Created(new) => {
@@ -58,6 +74,7 @@ impl Fate {
                 Fate::Written {
                     new: Some(new),
                     expires_at,
+                    sent: None,
                 }
             }
         }
@@ -72,6 +89,7 @@ impl Fate {
                 Fate::Written {
                     new: None,
                     expires_at,
+                    sent: None,
                 }
             }
             None => {
@@ -117,55 +135,48 @@ pub struct Tail {
     pub stats: &'static CommandStats,
 }
 
-/// The end of a write command: `keys` (each open key, its name and its [`Fate`]) written back,
-/// expired or deleted, and closed; then, if any was written, the call propagated as `propagate`
-/// says and the event fired on each written key; the call counted (`granted`: in the granted
-/// column), and `reply` sent.
+/// One key of a write command, for [`finish`].
+pub struct Touched<'a> {
+    /// The key, open for writing; [`finish`] closes it.
+    pub key: LimiterKey,
+    /// Its name.
+    pub name: Arg<'a>,
+    /// What the command did to it.
+    pub fate: Fate,
+}
+
+impl<'a> Touched<'a> {
+    /// `key` (named `name`) and its fate.
+    pub fn new(key: LimiterKey, name: impl Into<Arg<'a>>, fate: Fate) -> Self {
+        Touched {
+            key,
+            name: name.into(),
+            fate,
+        }
+    }
+}
+
+/// The end of a write command: each of `keys` written back, expired or deleted, and closed;
+/// then, if any was written, the call propagated as `propagate` says and the event fired on each
+/// written key; the call counted (`granted`: in the granted column), and `reply` sent.
 ///
 /// # Errors
 /// [`RlError::WrongType`] if Redis refused a new value (it does not for a key opened for
 /// writing that is empty or holds our type).
-pub fn finish<'a>(
+#[inline]
+pub fn finish(
     ctx: &Context,
     tail: Tail,
-    keys: impl IntoIterator<Item = (LimiterKey, Arg<'a>, Fate)>,
+    keys: &mut [Touched<'_>],
     propagate: Propagate<'_>,
     granted: bool,
     reply: impl FnOnce(&Context),
 ) -> Result<(), RlError> {
-    let mut written: [Option<Arg<'a>>; 1] = [None];
-    let mut more: Vec<Arg<'a>> = Vec::new();
-    for (mut key, name, fate) in keys {
-        if !fate.written() {
-            continue;
-        }
-        match fate {
-            Fate::Unchanged => {}
-            Fate::Written { new, expires_at } => {
-                if let Some(state) = new {
-                    key.set(state)?;
-                }
-                if let Propagate::Value {
-                    argv,
-                    at_index,
-                    now,
-                } = propagate
-                    && !replicate_value(ctx, &mut key, name)
-                {
-                    replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
-                }
-                key.set_expire_at(expiry_ms(expires_at));
-            }
-            Fate::Deleted => key.delete(),
-        }
-        drop(key);
-        match &mut written {
-            [slot @ None] => *slot = Some(name),
-            _ => more.push(name),
-        }
+    let mut wrote = false;
+    for k in keys.iter_mut() {
+        wrote |= write_key(ctx, tail, k, propagate)?;
     }
-    let [first] = written;
-    if let Some(first) = first {
+    if wrote {
         match propagate {
             Propagate::Value { .. } => {}
             Propagate::WithAt {
@@ -175,14 +186,50 @@ pub fn finish<'a>(
             } => replicate_argv_with_at(ctx, tail.event, argv, at_index, now),
             Propagate::Plain(args) => ffi::replicate::replicate(ctx, tail.event, args),
         }
-        notify(ctx, tail.event, first);
-        for name in more {
-            notify(ctx, tail.event, name);
+        for k in keys.iter().filter(|k| k.fate.written()) {
+            notify(ctx, tail.event, k.name);
         }
     }
     tail.stats.record(granted);
     reply(ctx);
     Ok(())
+}
+
+/// One key's part of [`finish`]: its new value stored, its expiry set (the value propagated
+/// itself under [`Propagate::Value`]) or the key deleted, and the key closed. Whether it was
+/// written.
+#[inline(always)]
+fn write_key(
+    ctx: &Context,
+    tail: Tail,
+    k: &mut Touched<'_>,
+    propagate: Propagate<'_>,
+) -> Result<bool, RlError> {
+    match &mut k.fate {
+        Fate::Unchanged => {}
+        Fate::Written {
+            new,
+            expires_at,
+            sent,
+        } => {
+            if let Some(state) = new.take() {
+                k.key.set(state)?;
+            }
+            if let Propagate::Value {
+                argv,
+                at_index,
+                now,
+            } = propagate
+                && !sent.unwrap_or_else(|| replicate_value(ctx, &mut k.key, k.name))
+            {
+                replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
+            }
+            k.key.set_expire_at(expiry_ms(*expires_at));
+        }
+        Fate::Deleted => k.key.delete(),
+    }
+    k.key.close();
+    Ok(k.fate.written())
 }
 
 /// Propagate the key's stored value as `RL._SET` when it is short; whether it was.

@@ -150,33 +150,62 @@ pub fn judge<A: Stored>(
 ) -> Result<Judged, CoreError> {
     let (algo, now) = read::<A>(state, now)?;
     if let Some(until) = blocked_until(state, now) {
-        let asked = evaluate(algo, params, now, cost, false)?;
-        let current = evaluate(algo, params, now, 0, false)?;
-        return Ok(Judged {
+        return judge_blocked(algo, params, now, cost, until);
+    }
+    let verdict = evaluate(algo, params, now, cost, best_effort)?;
+    match remembered(state, dedup, now) {
+        None => Ok(Judged {
             now,
             cost,
-            verdict: blocked(asked, current, cost, until, now),
-            blocked: Some(until),
+            verdict,
+            blocked: None,
             remembered: None,
-        });
+        }),
+        Some(granted) => judge_remembered(algo, params, now, cost, granted),
     }
-    let mut verdict = evaluate(algo, params, now, cost, best_effort)?;
-    let remembered = remembered(state, dedup, now);
-    if let Some(granted) = remembered {
-        // The remembered grant, on the limiter as it is now.
-        let current = evaluate(algo, params, now, 0, false)?;
-        verdict = Verdict {
-            granted,
-            retry: Retry::Granted,
-            ..current
-        };
-    }
+}
+
+/// [`judge`] on a key blocked until `until`: the blocked reply.
+#[cold]
+fn judge_blocked<A: Stored>(
+    algo: Option<&A>,
+    params: &A::Params,
+    now: Micros,
+    cost: u64,
+    until: Micros,
+) -> Result<Judged, CoreError> {
+    let asked = evaluate(algo, params, now, cost, false)?;
+    let current = evaluate(algo, params, now, 0, false)?;
     Ok(Judged {
         now,
         cost,
-        verdict,
+        verdict: blocked(asked, current, cost, until, now),
+        blocked: Some(until),
+        remembered: None,
+    })
+}
+
+/// [`judge`] for a `DEDUP` id remembered with its grant: that grant, on the limiter as it is
+/// now.
+#[cold]
+fn judge_remembered<A: Stored>(
+    algo: Option<&A>,
+    params: &A::Params,
+    now: Micros,
+    cost: u64,
+    granted: u64,
+) -> Result<Judged, CoreError> {
+    let current = evaluate(algo, params, now, 0, false)?;
+    Ok(Judged {
+        now,
+        cost,
+        verdict: Verdict {
+            granted,
+            retry: Retry::Granted,
+            ..current
+        },
         blocked: None,
-        remembered,
+        remembered: Some(granted),
     })
 }
 

@@ -98,10 +98,14 @@ impl LimiterKey {
     /// # Errors
     /// [`RlError::StreamKey`] naming `cmd` for a stream (RL.STREAMCOUNT's keys),
     /// [`RlError::WrongType`] for any other type.
+    #[inline]
     pub fn limiter(&mut self, cmd: &'static str) -> Result<Option<StateMut<'_>>, RlError> {
         match self.holding() {
             Holding::Empty => Ok(None),
-            Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload).map(Some),
+            Holding::Limiter(value) => match value.unpack() {
+                Some(state) => Ok(Some(state)),
+                None => Err(RlError::Payload),
+            },
             Holding::Stream => Err(RlError::StreamKey(cmd)),
             Holding::Other => Err(RlError::WrongType),
         }
@@ -174,10 +178,18 @@ impl LimiterKey {
     }
 }
 
-impl Drop for LimiterKey {
-    fn drop(&mut self) {
+impl LimiterKey {
+    /// Close the key now (dropping the handle afterwards does nothing more).
+    pub fn close(&mut self) {
         if !self.key.is_null() {
             raw::close_key(self.key);
+            self.key = std::ptr::null_mut();
         }
+    }
+}
+
+impl Drop for LimiterKey {
+    fn drop(&mut self) {
+        self.close();
     }
 }
