@@ -1,4 +1,5 @@
-//! Thin, safe glue: bytes → typed request → core → write, replicate, notify → reply.
+//! Thin, safe glue: bytes → typed request → core (judge, then settle) → `tail::finish` (write back,
+//! expire, replicate, notify, count) → reply.
 //!
 //! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
 //! and documents itself; [`run`] does the rest the same way for all of them. The algorithms'
