@@ -56,7 +56,8 @@ pub enum RlError {
     Overflow,
     /// RL.REFUND on a limiter whose units come back through another command.
     NoRefund { held: Kind, via: &'static str },
-    /// A command for limiter keys (its name) on a stream key of RL.STREAMCOUNT.
+    /// A command for limiter keys (its name, shown in upper case) on a stream key of
+    /// RL.STREAMCOUNT.
     StreamKey(&'static str),
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
@@ -116,7 +117,8 @@ impl fmt::Display for RlError {
             ),
             RlError::StreamKey(cmd) => write!(
                 f,
-                "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: {cmd} applies to limiter keys only"
+                "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: {} applies to limiter keys only",
+                cmd.to_ascii_uppercase()
             ),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),

@@ -275,3 +275,43 @@ fn all_blocks_the_keys_that_denied() {
     let r = c.ints(&["CL.THROTTLE", "cell", "4", "1", "1", "1", "AT", &at(1000)]);
     assert_eq!((r[0], r[3]), (1, 9));
 }
+
+/// RL.ALL over one key replies as that key's own command, `COST 0` on a blocked key included:
+/// the block's time left, as every call on a blocked key.
+#[test]
+fn all_over_one_blocked_key_replies_as_its_own_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    assert_eq!(c.int(&args!["RL.BLOCK", "k", "10s", "AT", t]), 10_000);
+    for (cost, at) in [(0u64, 1_000u64), (1, 2_500), (5, 3_000)] {
+        let own = c.ints(&args![
+            "RL.GCRA",
+            "k",
+            3,
+            1,
+            "1s",
+            "COST",
+            cost,
+            "AT",
+            t + at
+        ]);
+        let all = c.ints(&args![
+            "RL.ALL",
+            1,
+            "k",
+            "GCRA",
+            3,
+            1,
+            "1s",
+            "COST",
+            cost,
+            "AT",
+            t + at
+        ]);
+        // Denied, nothing remaining, retry when the block ends (never for a cost above 3).
+        let retry = if cost > 3 { -1 } else { (10_000 - at) as i64 };
+        assert_eq!(own, [0, 3, 0, retry, (10_000 - at) as i64], "COST {cost}");
+        assert_eq!(all, own, "COST {cost}");
+    }
+}

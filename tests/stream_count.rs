@@ -163,6 +163,55 @@ fn streamcount_errors_and_wrong_types() {
     assert_eq!(c.int(&["EXISTS", "s"]), 0);
 }
 
+/// Every command on limiter keys refuses a stream key of RL.STREAMCOUNT with one wording naming
+/// itself, and changes nothing; a key of another non-module type gets Redis's own WRONGTYPE.
+#[test]
+fn limiter_commands_refuse_a_stream_key_alike() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(c.int(&["RL.STREAMCOUNT", "s", "1h"]), 1);
+    c.ok(&["SET", "str", "1"]);
+    let entries = ids(&mut c, "s");
+    let offset = c.info_field("replication", "master_repl_offset");
+    #[rustfmt::skip]
+    let commands: &[(&str, &[&str])] = &[
+        ("RL.GCRA",           &["RL.GCRA", "{k}", "1", "1", "1s"]),
+        ("RL.TOKENBUCKET",    &["RL.TOKENBUCKET", "{k}", "1", "1", "1s"]),
+        ("RL.FIXED",          &["RL.FIXED", "{k}", "1", "1s", "PEEK"]),
+        ("RL.ACQUIRE",        &["RL.ACQUIRE", "{k}", "1", "1s", "ID", "a"]),
+        ("CL.THROTTLE",       &["CL.THROTTLE", "{k}", "1", "1", "1"]),
+        ("RL.ALL",            &["RL.ALL", "1", "{k}", "GCRA", "1", "1", "1s"]),
+        ("RL.CHECK",          &["RL.CHECK", "{k}", "GCRA", "1", "1", "1s"]),
+        ("RL.INFO",           &["RL.INFO", "{k}"]),
+        ("RL.REFUND",         &["RL.REFUND", "{k}", "1"]),
+        ("RL.BLOCK",          &["RL.BLOCK", "{k}", "1s"]),
+        ("RL.UNBLOCK",        &["RL.UNBLOCK", "{k}"]),
+        ("RL.RELEASE",        &["RL.RELEASE", "{k}", "a"]),
+    ];
+    for (name, cmd) in commands {
+        for (key, want) in [
+            (
+                "s",
+                format!(
+                    "WRONGTYPE key holds an RL.STREAMCOUNT stream, not a limiter: {name} applies to limiter keys only"
+                ),
+            ),
+            (
+                "str",
+                "WRONGTYPE Operation against a key holding the wrong kind of value".to_string(),
+            ),
+        ] {
+            let cmd: Vec<&str> = cmd
+                .iter()
+                .map(|a| if *a == "{k}" { key } else { a })
+                .collect();
+            assert_eq!(c.err(&cmd), want, "{cmd:?}");
+        }
+    }
+    assert_eq!(ids(&mut c, "s"), entries);
+    assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
+}
+
 #[test]
 fn streamcount_replicates_effects_not_the_clock() {
     let master = Server::start();

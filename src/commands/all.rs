@@ -5,20 +5,23 @@
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
 //! exactly those of the single-limiter commands.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::config;
+use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
-use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::command::Arg;
-use crate::ffi::key::{Holding, LimiterKey};
-use crate::ffi::notify::notify;
+use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::key::LimiterKey;
 use crate::stats;
+
+/// The command's name.
+const NAME: &str = "rl.all";
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -111,7 +114,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         for pos in 0..numkeys {
             ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
         }
-        return Ok(redis_module::RedisValue::NoReply);
+        return Ok(RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
     let now = evaluation_time(ctx, parsed.opts.at)?;
@@ -124,11 +127,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .collect();
     let mut held = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
-        held.push(match key.holding() {
-            Holding::Empty => None,
-            Holding::Limiter(value) => Some(value.unpack().ok_or(RlError::Payload)?),
-            Holding::Other => return Err(RlError::WrongType.into()),
-        });
+        held.push(key.limiter(NAME)?);
     }
     let mut slots: Vec<Slot<'_>> = held
         .iter_mut()
@@ -150,42 +149,46 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             },
             MultiError::Core(e) => RlError::from(e),
         })?;
-    let created: Vec<_> = slots
+    let created: Vec<Write> = slots
         .into_iter()
         .map(|s| match s {
-            Slot::New(state) => state,
-            Slot::Existing(_) => None,
+            Slot::New(Some(state)) => Write::Created(state),
+            Slot::Existing(_) => Write::Updated,
+            Slot::New(None) => Write::None,
         })
         .collect();
-    // Keep the values written (a changed inline value is encoded again when dropped); the
-    // others did not change.
-    for (state, write) in held.into_iter().zip(&outcome.writes) {
-        match (state, write) {
-            (Some(state), None) => state.discard(),
-            (state, _) => drop(state),
-        }
-    }
-    let mut wrote = false;
-    for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
-        let Some(expires_at) = write else { continue };
-        if let Some(state) = state {
-            key.set(state)?;
-        }
-        key.set_expire_at(expiry_ms(*expires_at));
-        wrote = true;
-    }
-    drop(keys);
-    if wrote {
-        replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
-        for (name, write) in names.iter().zip(&outcome.writes) {
-            if write.is_some() {
-                notify(ctx, c"rl.all", Arg::from(*name));
-            }
-        }
-    }
+    let fates: Vec<Fate> = held
+        .into_iter()
+        .zip(created)
+        .zip(&outcome.writes)
+        .map(|((state, write), at)| match at {
+            Some(at) => Fate::of(ctx, state, write, *at, None),
+            None => Fate::of(ctx, state, Write::None, 0, None),
+        })
+        .collect();
     let d = Decision::from(outcome.verdict);
-    stats::ALL_LIMITERS.record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
-    Ok(limiter_reply(ctx, &d))
+    let tail = Tail {
+        event: c"rl.all",
+        stats: &stats::ALL_LIMITERS,
+    };
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    let mut keys: Vec<Touched<'_>> = keys
+        .into_iter()
+        .zip(&names)
+        .zip(fates)
+        .map(|((key, name), fate)| Touched::new(key, *name, fate))
+        .collect();
+    with_argv(&args, |argv| {
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: parsed.opts.at_index,
+            now,
+        };
+        finish(ctx, tail, &mut keys, propagate, granted, |ctx| {
+            reply_decision(ctx, &d)
+        })
+    })?;
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]
@@ -307,6 +310,132 @@ mod tests {
             parse(&["rl.all", "1", "a", "sliding", "10", "1s", "PRECISION", "2s"]).unwrap_err(),
             "ERR PRECISION must not be longer than window"
         );
+    }
+
+    use crate::commands::registry::LIMITERS;
+    use crate::core::dedup::DedupId;
+    use crate::core::error::CoreError;
+    use crate::core::flow::{self, Outcome, Write};
+    use crate::core::multi::MultiOutcome;
+    use crate::core::state::{LimiterState, Stored};
+    use crate::docs::ArgType;
+    use proptest::prelude::*;
+
+    /// The call with the key's own command ([`flow::apply`]): its outcome, the created value
+    /// stored.
+    fn own(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<Outcome, CoreError> {
+        fn go<A: Stored>(
+            s: &mut Option<LimiterState>,
+            spec: &A,
+            req: &Request,
+        ) -> Result<Outcome, CoreError> {
+            flow::apply::<A>(s.as_mut(), spec.params(), req, 3)
+        }
+        let state = spec.clone().into_state();
+        let out = crate::core::state::dispatch!(&state, a => go(s, a, req))?;
+        if let Write::Created(new) = &out.write {
+            *s = Some(new.clone());
+        }
+        Ok(out)
+    }
+
+    /// The same call through RL.ALL over that one key.
+    fn all_over_one(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<MultiOutcome, CoreError> {
+        let mut slots = [match s.as_mut() {
+            Some(s) => Slot::Existing(s),
+            None => Slot::New(None),
+        }];
+        let out = apply_all(&mut slots, std::slice::from_ref(spec), req, 3);
+        let [slot] = slots;
+        if let Slot::New(Some(new)) = slot {
+            *s = Some(new);
+        }
+        out.map_err(|e| match e {
+            MultiError::Core(e) => e,
+            MultiError::WrongKind { held, wanted, .. } => CoreError::WrongKind { held, wanted },
+        })
+    }
+
+    /// A limiter of each registered algorithm, its positional arguments drawn at random (counts
+    /// 1..8, durations 1..3000 ms) and parsed by its own parser.
+    fn arb_limiter() -> impl Strategy<Value = AnyParams> {
+        (
+            0..LIMITERS.len(),
+            prop::collection::vec((1u64..8, 1u64..3000), 8),
+        )
+            .prop_map(|(i, values)| {
+                let limiter = &LIMITERS[i];
+                let args: Vec<String> = limiter
+                    .doc
+                    .args
+                    .iter()
+                    .skip(1)
+                    .take(limiter.positional())
+                    .zip(&values)
+                    .map(|(arg, (count, ms))| match arg.kind {
+                        ArgType::Integer => count.to_string(),
+                        _ => ms.to_string(),
+                    })
+                    .collect();
+                let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b"k"];
+                argv.extend(args.iter().map(|a| a.as_bytes()));
+                (limiter.parse)(&argv).unwrap()
+            })
+    }
+
+    proptest! {
+        /// RL.ALL over one key replies and writes exactly as that key's own command, whatever
+        /// the options (BLOCK, DEDUP, PEEK, BESTEFFORT, COST 0, a time behind the key's last
+        /// update), for every algorithm of the registry.
+        #[test]
+        fn all_over_one_key_is_its_own_command(
+            spec in arb_limiter(),
+            ops in prop::collection::vec(
+                (0u64..900_000, 0u64..400_000, 0u64..6, any::<bool>(), any::<bool>(),
+                 prop::option::of(0u8..3), prop::option::of(1u64..2_000_000)),
+                1..40,
+            ),
+        ) {
+            let mut a: Option<LimiterState> = None;
+            let mut b: Option<LimiterState> = None;
+            let mut t = 1_700_000_000_000_000u64;
+            for (dt, back, cost, peek, be, dedup, block) in ops {
+                t += dt;
+                let dedup = dedup.map(|d| DedupId(u128::from(d)));
+                let req = Request {
+                    peek,
+                    best_effort: be,
+                    dedup,
+                    block,
+                    ..Request::new(cost, t - back)
+                };
+                // The limiter as RL.ALL binds it to the call (a lease id from DEDUP); a call
+                // RL.ALL refuses is no call.
+                let Ok(bound) = spec.clone().bind_call(dedup, be) else { continue };
+                let (mine, all) = match (own(&mut a, &bound, &req), all_over_one(&mut b, &bound, &req)) {
+                    (Ok(mine), Ok(all)) => (mine, all),
+                    (mine, all) => {
+                        // Refused alike, changing nothing.
+                        prop_assert_eq!(all.err(), mine.err(), "{:?}", req);
+                        prop_assert_eq!(&a, &b, "{:?}", req);
+                        continue;
+                    }
+                };
+                prop_assert_eq!(all.verdict, mine.verdict, "{:?}", req);
+                let wrote = !matches!(mine.write, Write::None);
+                prop_assert_eq!(all.writes, vec![wrote.then_some(mine.expires_at)], "{:?}", req);
+                prop_assert_eq!(all.blocked, mine.blocked, "{:?}", req);
+                prop_assert_eq!(&a, &b, "{:?}", req);
+            }
+        }
     }
 
     #[test]

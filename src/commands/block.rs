@@ -4,14 +4,16 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, duration};
-use crate::commands::{evaluation_time, open_limiter, replicate_with_at};
+use crate::commands::evaluation_time;
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::core::Micros;
 use crate::core::flow;
-use crate::core::time::{ceil_ms, expiry_ms};
+use crate::core::time::ceil_ms;
 use crate::error::RlError;
-use crate::ffi;
 use crate::ffi::clock::server_now;
-use crate::ffi::notify::notify;
+use crate::ffi::command::with_argv;
+use crate::ffi::key::LimiterKey;
+use crate::ffi::reply;
 use crate::stats;
 
 /// RL.BLOCK's parsed arguments.
@@ -49,22 +51,43 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req = BlockRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.opts.at)?;
-    let mut key = open_limiter(ctx, name, "RL.BLOCK")?;
-    let (expires_at, until, at) = if let Some(mut state) = key.limiter()? {
-        let (expires_at, until) = flow::block(&mut state, now, req.d);
-        (expires_at, until, state.last_update)
-    } else {
-        let state = flow::new_block(now, req.d);
-        let until = state.extras.block_until();
-        key.set(state)?;
-        (until, until, now)
+    let mut key = LimiterKey::open(ctx, name);
+    let (fate, until, at) = match key.limiter("rl.block")? {
+        Some(mut state) => {
+            let (expires_at, until, at) = flow::block(&mut state, now, req.d);
+            (Fate::kept(state, Some(expires_at)), until, at)
+        }
+        None => {
+            let state = flow::new_block(now, req.d);
+            let until = state.extras.block_until();
+            let fate = Fate::Written {
+                new: Some(state),
+                expires_at: until,
+                sent: None,
+            };
+            (fate, until, now)
+        }
     };
-    key.set_expire_at(expiry_ms(expires_at));
-    drop(key);
-    replicate_with_at(ctx, c"rl.block", &args, req.opts.at_index, now);
-    notify(ctx, c"rl.block", name);
-    stats::BLOCK.record(true);
-    Ok(RedisValue::Integer(ceil_ms(until.saturating_sub(at))))
+    let tail = Tail {
+        event: c"rl.block",
+        stats: &stats::BLOCK,
+    };
+    with_argv(&args, |argv| {
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: req.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            tail,
+            &mut [Touched::new(key, name, fate)],
+            propagate,
+            true,
+            |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
+        )
+    })?;
+    Ok(RedisValue::NoReply)
 }
 
 /// RL.UNBLOCK key
@@ -79,36 +102,42 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RlError::Arity.into());
     }
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = open_limiter(ctx, name, "RL.UNBLOCK")?;
-    let Some(mut state) = key.limiter()? else {
-        stats::UNBLOCK.record(false);
-        return Ok(RedisValue::Integer(0));
+    let mut key = LimiterKey::open(ctx, name);
+    let (fate, in_force) = match key.limiter("rl.unblock")? {
+        None => (Fate::Unchanged, false),
+        Some(mut state) => {
+            // The reply says whether a block was in force; the state drops any stored block,
+            // so a replica applies the same change whatever its clock.
+            let in_force = state.extras.blocked_at(state.clock(server_now())).is_some();
+            let (had, only_block) = flow::unblock(&mut state);
+            let fate = if !had {
+                state.discard();
+                Fate::Unchanged
+            } else if only_block {
+                drop(state);
+                Fate::Deleted
+            } else {
+                // The limiter's own expiry, an absolute time both sides compute alike.
+                let expires_at = state.expires_at().max(1);
+                Fate::kept(state, Some(expires_at))
+            };
+            (fate, in_force && had)
+        }
     };
-    // The reply says whether a block was in force; the state drops any stored block, so a
-    // replica applies the same change whatever its clock.
-    let in_force = state
-        .extras
-        .blocked_at(state.last_update.max(server_now()))
-        .is_some();
-    let (had, only_block) = flow::unblock(&mut state);
-    if !had {
-        stats::UNBLOCK.record(false);
-        return Ok(RedisValue::Integer(0));
-    }
-    let expires_at = state.expires_at();
-    // Kept (a changed inline value is encoded again) before the key is touched.
-    drop(state);
-    if only_block {
-        key.delete();
-    } else {
-        // The limiter's own expiry, an absolute time both sides compute alike.
-        key.set_expire_at(expiry_ms(expires_at.max(1)));
-    }
-    drop(key);
-    ffi::replicate::replicate(ctx, c"rl.unblock", &[name]);
-    notify(ctx, c"rl.unblock", name);
-    stats::UNBLOCK.record(in_force);
-    Ok(RedisValue::Integer(i64::from(in_force)))
+    let tail = Tail {
+        event: c"rl.unblock",
+        stats: &stats::UNBLOCK,
+    };
+    let propagate = Propagate::Plain(std::slice::from_ref(&name));
+    finish(
+        ctx,
+        tail,
+        &mut [Touched::new(key, name, fate)],
+        propagate,
+        in_force,
+        |ctx| reply::integer(ctx, i64::from(in_force)),
+    )?;
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
 use crate::core::multi::AnyParams;
 use crate::error::RlError;
-use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::key::LimiterKey;
 use crate::stats;
 
 /// RL.CHECK's parsed arguments.
@@ -61,23 +61,14 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.opts.at)?;
     let mut key = LimiterKey::open_read(ctx, name);
-    let is_stream = key.is_stream();
-    let value;
-    let state = match key.holding() {
-        Holding::Empty => None,
-        Holding::Limiter(packed) => {
-            value = packed.state().ok_or(RlError::Payload)?;
-            Some(&value)
-        }
-        Holding::Other if is_stream => return Err(RlError::StreamKey("RL.CHECK").into()),
-        Holding::Other => return Err(RlError::WrongType.into()),
-    };
-    let (verdict, blocked) = req
+    let value = key.limiter_copy("rl.check")?;
+    let state = value.as_ref();
+    let judged = req
         .spec
-        .judge(state, now, req.opts.cost, req.opts.best_effort)
+        .judge(state, now, req.opts.cost, req.opts.best_effort, None)
         .map_err(RlError::from)?;
-    let d = Decision::from(verdict);
-    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && blocked.is_none()));
+    let d = Decision::from(judged.verdict);
+    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
     Ok(limiter_reply(ctx, &d))
 }
 

@@ -7,19 +7,19 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
-use crate::commands::{LimiterCommand, Parsed, evaluation_time, replicate_with_at};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::{LimiterCommand, Parsed, evaluation_time};
 use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
 };
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::state::Stored;
-use crate::core::time::expiry_ms;
 use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::Arg;
-use crate::ffi::key::{Holding, LimiterKey};
-use crate::ffi::notify::notify;
+use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::key::LimiterKey;
+use crate::ffi::reply;
 use crate::stats;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
@@ -159,39 +159,49 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let key_name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, parsed.at)?;
     let mut key = LimiterKey::open(ctx, Arg::from(key_name));
-    let mut state = match key.holding() {
-        Holding::Empty => {
-            stats::RELEASE.record(false);
-            return Ok(RedisValue::Integer(0));
+    let (fate, units, now) = match key.limiter("rl.release")? {
+        None => (Fate::Unchanged, 0, now),
+        Some(mut state) => {
+            let now = state.clock(now);
+            // Judged before anything changes: a key of another algorithm changes nothing.
+            let released = release_lease(&mut state, parsed.id, now);
+            let (fate, units) = match released {
+                Err(e) => {
+                    state.discard();
+                    return Err(RlError::from(e).into());
+                }
+                Ok(Released::Nothing) => (Fate::kept(state, None), 0),
+                Ok(Released::Emptied { units }) => {
+                    drop(state);
+                    (Fate::Deleted, units)
+                }
+                Ok(Released::Kept { units, expires_at }) => {
+                    (Fate::kept(state, Some(expires_at)), units)
+                }
+            };
+            (fate, units, now)
         }
-        Holding::Other => return Err(RlError::WrongType.into()),
-        Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload)?,
     };
-    let last_update = state.last_update;
-    let released = release_lease(&mut state, parsed.id, now);
-    // Kept (a changed inline value is encoded again) before the key is touched.
-    drop(state);
-    let units = match released.map_err(RlError::from)? {
-        Released::Nothing => 0,
-        Released::Emptied { units } => {
-            key.delete();
-            units
-        }
-        Released::Kept { units, expires_at } => {
-            key.set_expire_at(expiry_ms(expires_at));
-            units
-        }
+    let tail = Tail {
+        event: c"rl.release",
+        stats: &stats::RELEASE,
     };
-    if units > 0 {
-        drop(key);
-        let now = now.max(last_update);
-        replicate_with_at(ctx, c"rl.release", &args, parsed.at_index, now);
-        notify(ctx, c"rl.release", Arg::from(key_name));
-    }
-    stats::RELEASE.record(units > 0);
-    Ok(RedisValue::Integer(
-        i64::try_from(units).unwrap_or(i64::MAX),
-    ))
+    with_argv(&args, |argv| {
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: parsed.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            tail,
+            &mut [Touched::new(key, key_name, fate)],
+            propagate,
+            units > 0,
+            |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
+        )
+    })?;
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

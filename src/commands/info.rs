@@ -7,7 +7,7 @@ use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
 use crate::ffi::command::Arg;
-use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::key::LimiterKey;
 use crate::ffi::reply::{self, Resp2};
 
 /// RL.INFO key
@@ -27,12 +27,10 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let name = args.get(1).ok_or(RlError::Arity)?;
     let mut key = LimiterKey::open_read(ctx, Arg::from(name));
     let ttl_ms = key.ttl_ms();
-    let state = match key.holding() {
-        Holding::Empty => return Ok(RedisValue::Null),
-        Holding::Other => return Err(RlError::WrongType.into()),
-        Holding::Limiter(value) => value.state().ok_or(RlError::Payload)?,
+    let Some(state) = key.limiter_copy("rl.info")? else {
+        return Ok(RedisValue::Null);
     };
-    let now = server_now().max(state.last_update);
+    let now = state.clock(server_now());
     let decision = state.peek(now).map_err(RlError::from)?;
     let int = |v: u64| RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX));
     let mut fields: Vec<(&'static str, RedisValue)> = Vec::with_capacity(16);

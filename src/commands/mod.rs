@@ -1,4 +1,5 @@
-//! Thin, safe glue: bytes → typed request → core → write, replicate, notify → reply.
+//! Thin, safe glue: bytes → typed request → core (judge, then settle) → `tail::finish` (write back,
+//! expire, replicate, notify, count) → reply.
 //!
 //! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
 //! and documents itself; [`run`] does the rest the same way for all of them. The algorithms'
@@ -38,6 +39,7 @@ pub mod restore;
 pub mod sliding;
 pub mod sliding_counter;
 pub mod stream_count;
+pub mod tail;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -49,20 +51,19 @@ use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, 
 
 use crate::commands::args::{AT_BUF, Options, format_at_into};
 use crate::commands::restore::SET_COMMAND;
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::Micros;
-use crate::core::flow::{self, Write};
+use crate::core::flow;
 use crate::core::limiter::{Algorithm, Decision, Verdict};
 use crate::core::packed::Encodable;
 use crate::core::state::Stored;
-use crate::core::time::expiry_ms;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
-use crate::ffi::command::{Arg, Argv, Handler, with_argv};
-use crate::ffi::key::{Holding, LimiterKey};
-use crate::ffi::notify::notify;
+use crate::ffi::command::{Arg, Argv, Handler};
+use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
 use crate::stats::{self, CommandStats};
 
@@ -134,18 +135,6 @@ pub trait LimiterCommand {
         Self::parse(args)
     }
 
-    /// Propagate a granted call to replicas and the AOF deterministically, never verbatim (its
-    /// result depends on the master's clock): the key's new value itself when its encoding is
-    /// short (`RL._SET key payload`: the replica stops recomputing, and the bytes are fewer than
-    /// the command's), else this command with its arguments and the evaluation time as `AT`.
-    /// O(1) bytes whatever the state's size.
-    fn replicate(ctx: &Context, argv: Argv<'_>, opts: &Options, now: Micros, state: Encodable<'_>) {
-        let Some(key) = argv.get(1) else { return };
-        if !replicate_state(ctx, key, state) {
-            replicate_argv_with_at(ctx, Self::EVENT, argv, opts.at_index, now);
-        }
-    }
-
     /// Reply with `decision` (`verdict` has the exact, unrounded values).
     fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
         reply_decision(ctx, decision);
@@ -207,19 +196,6 @@ pub fn replicate_argv_with_at(
     ffi::replicate::replicate_with(ctx, name, kept, c"AT", at);
 }
 
-/// [`replicate_argv_with_at`] for a command run through the crate's wrapper.
-pub fn replicate_with_at(
-    ctx: &Context,
-    name: &CStr,
-    args: &[RedisString],
-    at_index: Option<usize>,
-    now: Micros,
-) {
-    with_argv(args, |argv| {
-        replicate_argv_with_at(ctx, name, argv, at_index, now)
-    });
-}
-
 /// The evaluation time of a call: the server's clock, or `at` when given. An `at` more than
 /// `ratelimit.at-max-ahead` ahead of the server's clock is refused, unless the call comes from
 /// the master or the AOF (it carries the master's resolved time, which must be applied as is).
@@ -237,22 +213,6 @@ pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Micros, RlEr
         Some(ahead) if !exempt && at > server_now().saturating_add(ahead) => Err(RlError::AtAhead),
         _ => Ok(at),
     }
-}
-
-/// Open `name` for a command on limiter keys (`cmd`, named in the error on a stream key).
-///
-/// # Errors
-/// [`RlError::StreamKey`] for a stream (RL.STREAMCOUNT's keys).
-pub fn open_limiter(
-    ctx: &Context,
-    name: &RedisString,
-    cmd: &'static str,
-) -> Result<LimiterKey, RlError> {
-    let key = LimiterKey::open(ctx, name);
-    if key.is_stream() {
-        return Err(RlError::StreamKey(cmd));
-    }
-    Ok(key)
 }
 
 /// The limiter reply's field names, in order.
@@ -342,7 +302,7 @@ pub fn run<C: LimiterCommand>(
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let mut existing = key.limiter()?;
+    let mut existing = key.limiter(C::NAME)?;
     let outcome = flow::apply::<C::Algo>(
         existing.as_deref_mut(),
         &parsed.params,
@@ -350,38 +310,30 @@ pub fn run<C: LimiterCommand>(
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
-    let wrote = match outcome.write {
-        Write::None => {
-            // Nothing changed: an inline value is not encoded again.
-            let held = existing;
-            if let Some(state) = held {
-                state.discard();
-            }
-            false
-        }
-        Write::Updated => {
-            let held = existing;
-            if let Some(mut state) = held {
-                C::replicate(ctx, argv, &parsed.opts, now, state.store());
-            }
-            true
-        }
-        Write::Created(state) => {
-            drop(existing);
-            key.set(state)?;
-            if let Holding::Limiter(value) = key.holding() {
-                C::replicate(ctx, argv, &parsed.opts, now, value.stored());
-            }
-            true
-        }
-    };
-    if wrote {
-        key.set_expire_at(expiry_ms(outcome.expires_at));
-        drop(key);
-        notify(ctx, C::EVENT, key_name);
-    }
+    let fate = Fate::of(
+        ctx,
+        existing,
+        outcome.write,
+        outcome.expires_at,
+        Some(key_name),
+    );
     let d = Decision::from(outcome.verdict);
-    C::stats().record(d.granted > 0 || (req.cost == 0 && !outcome.blocked));
-    C::reply(ctx, &d, &outcome.verdict);
-    Ok(())
+    let tail = Tail {
+        event: C::EVENT,
+        stats: C::stats(),
+    };
+    let propagate = Propagate::Value {
+        argv,
+        at_index: parsed.opts.at_index,
+        now,
+    };
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    finish(
+        ctx,
+        tail,
+        &mut [Touched::new(key, key_name, fate)],
+        propagate,
+        granted,
+        |ctx| C::reply(ctx, &d, &outcome.verdict),
+    )
 }

@@ -4,13 +4,18 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive};
-use crate::commands::{evaluation_time, limiter_reply, open_limiter, replicate_with_at};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::core::flow;
 use crate::core::limiter::Decision;
-use crate::core::time::expiry_ms;
 use crate::error::RlError;
-use crate::ffi::notify::notify;
+use crate::ffi::command::with_argv;
+use crate::ffi::key::LimiterKey;
+use crate::ffi::reply;
 use crate::stats;
+
+/// The command's name.
+const NAME: &str = "rl.refund";
 
 /// RL.REFUND's parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,27 +51,52 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let req = RefundRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
     let now = evaluation_time(ctx, req.opts.at)?;
-    let mut key = open_limiter(ctx, name, "RL.REFUND")?;
-    let Some(mut state) = key.limiter()? else {
-        stats::REFUND.record(false);
-        return Ok(RedisValue::Null);
+    let mut key = LimiterKey::open(ctx, name);
+    let held = key.limiter(NAME)?;
+    // Judged before anything changes: a refund that errors changes nothing.
+    let judged = match &held {
+        Some(state) => {
+            flow::judge_refund(state, now, req.units, req.opts.dedup).map_err(RlError::from)?
+        }
+        None => None,
     };
-    let refunded = flow::refund(&mut state, now, req.units, req.opts.dedup);
-    // Kept (a changed inline value is encoded again) before the key is touched.
-    drop(state);
-    let Some(out) = refunded.map_err(RlError::from)? else {
-        stats::REFUND.record(false);
-        return Ok(RedisValue::Null);
+    let (fate, reply) = match (held, judged) {
+        (Some(mut state), Some(judged)) => {
+            let d = Decision::from(judged.verdict);
+            let written = flow::settle_refund(&mut state, judged);
+            (Fate::kept(state, written), Some(d))
+        }
+        (held, _) => {
+            if let Some(state) = held {
+                state.discard();
+            }
+            (Fate::Unchanged, None)
+        }
     };
-    if out.changed {
-        key.set_expire_at(expiry_ms(out.expires_at));
-        drop(key);
-        replicate_with_at(ctx, c"rl.refund", &args, req.opts.at_index, now);
-        notify(ctx, c"rl.refund", name);
-    }
-    let d = Decision::from(out.verdict);
-    stats::REFUND.record(d.granted > 0);
-    Ok(limiter_reply(ctx, &d))
+    let tail = Tail {
+        event: c"rl.refund",
+        stats: &stats::REFUND,
+    };
+    let granted = reply.is_some_and(|d| d.granted > 0);
+    with_argv(&args, |argv| {
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: req.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            tail,
+            &mut [Touched::new(key, name, fate)],
+            propagate,
+            granted,
+            |ctx| match &reply {
+                Some(d) => reply_decision(ctx, d),
+                None => reply::null(ctx),
+            },
+        )
+    })?;
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

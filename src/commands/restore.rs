@@ -57,7 +57,7 @@ fn store(
     expire_at: Option<i64>,
 ) -> RedisResult {
     let mut key = LimiterKey::open(ctx, Arg::from(name));
-    if let Holding::Other = key.holding() {
+    if let Holding::Other | Holding::Stream = key.holding() {
         return Err(RlError::WrongType.into());
     }
     key.set(state)?;
@@ -83,6 +83,6 @@ pub fn run_set(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     };
     let state = codec::decode(payload.as_slice()).ok_or(RlError::Payload)?;
     // As the write that made it: never before its last update.
-    let expires_at = expiry_ms(state.expires_at().max(state.last_update));
+    let expires_at = expiry_ms(state.expiry(state.last_update));
     store(ctx, name, state, Some(expires_at))
 }

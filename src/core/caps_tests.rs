@@ -9,11 +9,11 @@ use crate::core::concurrency::{Concurrency, ConcurrencyParams, Released};
 use crate::core::dedup::DedupId;
 use crate::core::fixed_window::{Fixed, FixedParams};
 use crate::core::flow::{self, Write};
-use crate::core::gcra::{Gcra, GcraParams};
+use crate::core::gcra::{Gcra, GcraParams, Schedule};
 use crate::core::kind::Kind;
 use crate::core::limiter::{Refund, Request, Verdict};
 use crate::core::sliding_log::{SlidingLog, SlidingParams};
-use crate::core::state::{LimiterState, Stored, dispatch};
+use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
 use crate::core::testkit;
 use crate::core::{CoreError, Micros, codec};
 
@@ -131,11 +131,11 @@ fn block_model<A: Stored>(
     for (i, &(dt, cost)) in steps.iter().enumerate() {
         now += dt;
         if i == at {
-            let (_, end) = match blocked.as_mut() {
+            let (_, end, _) = match blocked.as_mut() {
                 Some(s) => flow::block(s, now, d),
                 None => {
                     blocked = Some(flow::new_block(now, d));
-                    (0, now + d)
+                    (0, now + d, now)
                 }
             };
             until = Some(end);
@@ -350,11 +350,11 @@ fn lease_block_model(steps: &[LeaseStep], at: usize, d: Micros) -> Result<(), Te
     for (i, step) in steps.iter().enumerate() {
         now += step.dt;
         if i == at {
-            let (_, end) = match blocked.as_mut() {
+            let (_, end, _) = match blocked.as_mut() {
                 Some(s) => flow::block(s, now, d),
                 None => {
                     blocked = Some(flow::new_block(now, d));
-                    (0, now + d)
+                    (0, now + d, now)
                 }
             };
             until = Some(end);
@@ -421,15 +421,13 @@ fn refund_on_a_concurrency_key_names_rl_release() {
 
 #[test]
 fn refund_that_cannot_reply_changes_nothing() {
-    // A GCRA value (as RL._SET may store) whose TAT is more than MAX_SPAN past now: the refund
-    // gives a unit back, but the reply after it cannot state the reset: the call fails, and the
-    // value, its DEDUP id and its update time are as they were.
-    let mut payload = vec![codec::CODEC_FIXED, 1];
-    payload.extend_from_slice(&T0.to_le_bytes());
-    payload.extend_from_slice(&u64::MAX.to_le_bytes());
-    payload.extend_from_slice(&(1u64 | (1u64 << 32)).to_le_bytes());
-    payload.extend_from_slice(&SEC.to_le_bytes()[..6]);
-    let mut s = codec::decode(&payload).unwrap();
+    // A GCRA value whose TAT is more than MAX_SPAN past now (no payload can store it: the codec
+    // refuses it, see `stored_tat_beyond_max_span_is_refused` below): the refund gives a unit
+    // back, but the reply after it cannot state the reset. The call fails, and the value, its
+    // DEDUP id and its update time are as they were.
+    let parts = [u64::MAX, 1u64 | (1u64 << 32), SEC];
+    let sched = Schedule::from_fixed_parts(parts).unwrap();
+    let mut s = LimiterState::new(AlgoState::Gcra(Gcra(sched)), T0);
     s.extras.remember(DedupId(7), 1, T0 + 10 * SEC, 100);
     let before = s.clone();
     for id in [None, Some(DedupId(7))] {
@@ -439,4 +437,14 @@ fn refund_that_cannot_reply_changes_nothing() {
         );
         assert_eq!(s, before, "a refund that fails changes nothing ({id:?})");
     }
+}
+
+#[test]
+fn stored_tat_beyond_max_span_is_refused() {
+    let mut payload = vec![codec::CODEC_FIXED, 1];
+    payload.extend_from_slice(&T0.to_le_bytes());
+    payload.extend_from_slice(&u64::MAX.to_le_bytes());
+    payload.extend_from_slice(&(1u64 | (1u64 << 32)).to_le_bytes());
+    payload.extend_from_slice(&SEC.to_le_bytes()[..6]);
+    assert_eq!(codec::decode(&payload), None);
 }

@@ -1,21 +1,27 @@
 //! The per-key rules of SPEC.md, written once for the single-limiter commands ([`apply`]) and
-//! RL.ALL (`core::multi`): the key's algorithm must be the command's, time never goes
-//! backwards for one key, a blocked key denies every call without charging it ([`judge`]), a
-//! remembered `DEDUP` id is not charged again, a denied, `PEEK` or `COST 0` call changes nothing
-//! (so nothing is written or replicated) unless `BLOCK d` blocks the key that denied
-//! ([`place_block`]), and a write records the key's update time, its `DEDUP` id and its new
-//! expiry. RL.REFUND ([`refund`]), RL.BLOCK ([`block`]) and RL.UNBLOCK ([`unblock`]) are the same
-//! for every algorithm too.
+//! RL.ALL (`core::multi`), in two steps:
 //!
-//! Every request is evaluated first ([`read`], [`judge`]: nothing changes), then committed
-//! ([`commit`]). RL.ALL evaluates every key before it commits any, so a key that cannot be
-//! charged leaves every key as it was.
+//! - [`judge`] reads the key and changes nothing: the key's algorithm must be the command's, the
+//!   call is evaluated at the key's own clock ([`LimiterState::clock`]: time never goes
+//!   backwards for one key), a blocked key denies every call without charging it, and a
+//!   remembered `DEDUP` id is not charged again. The result is a [`Judged`].
+//! - [`settle`] carries out what was decided on it ([`Settle`]): charge an amount ([`commit`]),
+//!   place a `BLOCK d` ([`place_block`]), or nothing. A write records the key's update
+//!   ([`LimiterState::touch`]), its `DEDUP` id, and returns the key's new expiry
+//!   ([`LimiterState::expiry`]).
+//!
+//! A single-limiter call is [`apply`] = [`judge`], [`Judged::decide`], [`settle`]; RL.ALL judges
+//! every key, chooses the amount, then settles every key, so a key that cannot be charged leaves
+//! every key as it was. The amount settled is a parameter of each key, not the call's `COST`.
+//! RL.REFUND ([`judge_refund`], [`settle_refund`]), RL.BLOCK ([`block`]) and RL.UNBLOCK
+//! ([`unblock`]) are the same for every algorithm too, and also judge before they change
+//! anything.
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
 pub use crate::core::limiter::blocked;
 use crate::core::limiter::{Algorithm, Refund, Request, Retry, Verdict};
-use crate::core::state::{LimiterState, Stored, dispatch};
+use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
 use crate::core::time::Micros;
 
 /// One key of a request: its current value, or the new one a grant creates.
@@ -36,8 +42,8 @@ impl Slot<'_> {
     }
 }
 
-/// `state`'s algorithm (`None` for a missing key) and the time a request made at `now` is
-/// evaluated at: never before the key's last update.
+/// `state`'s algorithm (`None` for a missing key, or one holding only a block) and the time a
+/// request made at `now` is evaluated at ([`LimiterState::clock`]).
 ///
 /// # Errors
 /// [`CoreError::WrongKind`] if the key holds another algorithm.
@@ -45,21 +51,19 @@ pub fn read<A: Stored>(
     state: Option<&LimiterState>,
     now: Micros,
 ) -> Result<(Option<&A>, Micros), CoreError> {
-    match state {
+    let Some(s) = state else {
+        return Ok((None, now));
+    };
+    let now = s.clock(now);
+    match &s.algo {
+        // Only a block: the limiter itself is fresh.
         None => Ok((None, now)),
-        Some(s) => {
-            let now = now.max(s.last_update);
-            match &s.algo {
-                // Only a block: the limiter itself is fresh.
-                None => Ok((None, now)),
-                Some(algo) => {
-                    let algo = A::from_state(algo).ok_or(CoreError::WrongKind {
-                        held: algo.kind(),
-                        wanted: A::KIND,
-                    })?;
-                    Ok((Some(algo), now))
-                }
-            }
+        Some(algo) => {
+            let algo = A::from_state(algo).ok_or(CoreError::WrongKind {
+                held: algo.kind(),
+                wanted: A::KIND,
+            })?;
+            Ok((Some(algo), now))
         }
     }
 }
@@ -69,9 +73,70 @@ pub fn blocked_until(state: Option<&LimiterState>, now: Micros) -> Option<Micros
     state?.extras.blocked_at(now)
 }
 
-/// What `cost` units get from the key at `now` under `params`, a block honoured: the
-/// algorithm's verdict ([`evaluate`]), or the blocked reply and the block's end. Never changes
-/// anything.
+/// What one key makes of a call, found without changing anything ([`judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    /// The time the call is evaluated at on this key (never before its last update).
+    pub now: Micros,
+    /// The units asked of this key.
+    pub cost: u64,
+    /// The reply for them: the algorithm's verdict, the blocked reply on a blocked key, or the
+    /// remembered grant of a `DEDUP` id.
+    pub verdict: Verdict,
+    /// The end of the block in force, if the key is blocked.
+    pub blocked: Option<Micros>,
+    /// The grant remembered for the call's `DEDUP` id (never on a blocked key).
+    pub remembered: Option<u64>,
+}
+
+/// What a call does to one key, once judged ([`settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Nothing changes: no write, no replication.
+    Keep,
+    /// Charge this many units (and remember the call's `DEDUP` id).
+    Charge(u64),
+    /// `BLOCK d` on a denied call: block the key until this time.
+    Block(Micros),
+}
+
+impl Judged {
+    /// Whether `BLOCK d` blocks the key on a call not granted: the call asked for units, this
+    /// key denied them (granted none), the call is no `PEEK`, and the key was not blocked
+    /// already (a denial while blocked does not extend the block). The block's end, if so.
+    fn blocks(&self, req: &Request) -> Option<Micros> {
+        let d = req.block?;
+        (self.verdict.granted == 0 && self.cost > 0 && !req.peek && self.blocked.is_none())
+            .then(|| self.now.saturating_add(d))
+    }
+
+    /// What the call does to the key once `granted` units were chosen for it (its own verdict's
+    /// for a single-limiter call, the amount every key grants for RL.ALL): nothing on a blocked
+    /// key or for a remembered id; charge them; or, for a call denied, block the key if
+    /// `BLOCK d` blocks it. A `PEEK` is the caller's (it settles nothing, or a copy).
+    pub fn settles(&self, req: &Request, granted: u64) -> Settle {
+        if self.blocked.is_some() || self.remembered.is_some() {
+            Settle::Keep
+        } else if granted > 0 {
+            Settle::Charge(granted)
+        } else {
+            self.blocks(req).map_or(Settle::Keep, Settle::Block)
+        }
+    }
+
+    /// What a single-limiter call does to its key: [`Self::settles`] its own verdict's grant,
+    /// a `PEEK` changing nothing.
+    pub fn decide(&self, req: &Request) -> Settle {
+        match self.settles(req, self.verdict.granted) {
+            Settle::Charge(_) if req.peek => Settle::Keep,
+            action => action,
+        }
+    }
+}
+
+/// What `cost` units get from the key at `now` under `params`: the time it is evaluated at, the
+/// algorithm's verdict ([`evaluate`]), or the blocked reply and the block's end, or the grant
+/// remembered for `dedup`. Never changes anything.
 ///
 /// # Errors
 /// As [`read`] and [`evaluate`].
@@ -81,16 +146,67 @@ pub fn judge<A: Stored>(
     now: Micros,
     cost: u64,
     best_effort: bool,
-) -> Result<(Verdict, Option<Micros>), CoreError> {
+    dedup: Option<DedupId>,
+) -> Result<Judged, CoreError> {
     let (algo, now) = read::<A>(state, now)?;
-    match blocked_until(state, now) {
-        Some(until) => {
-            let asked = evaluate(algo, params, now, cost, false)?;
-            let current = evaluate(algo, params, now, 0, false)?;
-            Ok((blocked(asked, current, cost, until, now), Some(until)))
-        }
-        None => Ok((evaluate(algo, params, now, cost, best_effort)?, None)),
+    if let Some(until) = blocked_until(state, now) {
+        return judge_blocked(algo, params, now, cost, until);
     }
+    let verdict = evaluate(algo, params, now, cost, best_effort)?;
+    match remembered(state, dedup, now) {
+        None => Ok(Judged {
+            now,
+            cost,
+            verdict,
+            blocked: None,
+            remembered: None,
+        }),
+        Some(granted) => judge_remembered(algo, params, now, cost, granted),
+    }
+}
+
+/// [`judge`] on a key blocked until `until`: the blocked reply.
+#[cold]
+fn judge_blocked<A: Stored>(
+    algo: Option<&A>,
+    params: &A::Params,
+    now: Micros,
+    cost: u64,
+    until: Micros,
+) -> Result<Judged, CoreError> {
+    let asked = evaluate(algo, params, now, cost, false)?;
+    let current = evaluate(algo, params, now, 0, false)?;
+    Ok(Judged {
+        now,
+        cost,
+        verdict: blocked(asked, current, cost, until, now),
+        blocked: Some(until),
+        remembered: None,
+    })
+}
+
+/// [`judge`] for a `DEDUP` id remembered with its grant: that grant, on the limiter as it is
+/// now.
+#[cold]
+fn judge_remembered<A: Stored>(
+    algo: Option<&A>,
+    params: &A::Params,
+    now: Micros,
+    cost: u64,
+    granted: u64,
+) -> Result<Judged, CoreError> {
+    let current = evaluate(algo, params, now, 0, false)?;
+    Ok(Judged {
+        now,
+        cost,
+        verdict: Verdict {
+            granted,
+            retry: Retry::Granted,
+            ..current
+        },
+        blocked: None,
+        remembered: Some(granted),
+    })
 }
 
 /// The grant the key remembers for `id` at `now`, if any.
@@ -116,9 +232,54 @@ pub fn evaluate<A: Algorithm>(
     }
 }
 
+/// Carry out `action` on a key judged at `now` ([`Judged::now`]) under `params`, creating its
+/// value if it is missing. The key's new expiry when it was written, `None` when nothing changed.
+///
+/// # Errors
+/// As [`commit`] and [`place_block`]: only if `action` was not decided on this key's
+/// [`judge`]; nothing is changed then.
+pub fn settle<A: Stored>(
+    slot: &mut Slot<'_>,
+    params: &A::Params,
+    now: Micros,
+    action: Settle,
+    dedup: Option<DedupId>,
+    dedup_max: usize,
+) -> Result<Option<Micros>, CoreError> {
+    match action {
+        Settle::Keep => Ok(None),
+        Settle::Charge(granted) => {
+            commit::<A>(slot, params, now, granted, dedup, dedup_max).map(Some)
+        }
+        Settle::Block(until) => place_block::<A>(slot, params, now, until).map(Some),
+    }
+}
+
+/// Whether `amount` units can be charged to a key judged `j` (evaluated before any key
+/// changes, so RL.ALL never charges one key and then fails on another).
+///
+/// # Errors
+/// [`CoreError::Overflow`] if the key would not grant them (a broken contract of the
+/// algorithm), as [`judge`].
+pub fn can_charge<A: Stored>(
+    state: Option<&LimiterState>,
+    params: &A::Params,
+    j: &Judged,
+    amount: u64,
+) -> Result<(), CoreError> {
+    if j.verdict.granted == amount && j.blocked.is_none() && j.remembered.is_none() {
+        return Ok(());
+    }
+    let charge = judge::<A>(state, params, j.now, amount, false, None)?;
+    if charge.verdict.granted == amount {
+        Ok(())
+    } else {
+        Err(CoreError::Overflow)
+    }
+}
+
 /// Charge `granted` units (evaluated at `now` under `params`) to the key, creating its value if
-/// it is missing, and record the update and the `DEDUP` id. Returns the key's new expiry: when
-/// the limiter is fresh again, and late enough to remember its ids.
+/// it is missing, and record the update and the `DEDUP` id. Returns the key's new expiry.
 ///
 /// # Errors
 /// [`CoreError::WrongKind`] or [`CoreError::Overflow`] only if `granted` was not evaluated on
@@ -134,14 +295,13 @@ pub fn commit<A: Stored>(
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
-    state.last_update = now;
-    state.extras.forget_expired(now);
+    state.touch(now);
     let until = A::dedup_until(params, now);
     // An id remembered until a time already passed is not remembered.
     if let Some(id) = dedup.filter(|_| until > now) {
         state.extras.remember(id, granted, until, dedup_max);
     }
-    Ok(state.expires_at().max(now))
+    Ok(state.expiry(now))
 }
 
 /// The key's value, created (a fresh limiter of `params`) if it is missing.
@@ -187,19 +347,9 @@ pub fn place_block<A: Stored>(
 ) -> Result<Micros, CoreError> {
     let state = slot_state::<A>(slot, params, now);
     algo_mut::<A>(state, params)?;
-    state.last_update = now;
-    state.extras.forget_expired(now);
+    state.touch(now);
     state.extras.block(until);
-    Ok(state.expires_at().max(now))
-}
-
-/// Whether `BLOCK d` blocks a key whose verdict for `req` was `v`: the call asked for units, got
-/// none, is no `PEEK`, and the key was not blocked already (a denial while blocked does not
-/// extend the block). The block's end, if so.
-pub fn blocks(req: &Request, v: &Verdict, already: Option<Micros>, now: Micros) -> Option<Micros> {
-    let d = req.block?;
-    (v.granted == 0 && req.cost > 0 && !req.peek && already.is_none())
-        .then(|| now.saturating_add(d))
+    Ok(state.expiry(now))
 }
 
 /// What the command layer must do after [`apply`].
@@ -224,20 +374,10 @@ pub struct Outcome {
     pub blocked: bool,
 }
 
-impl Outcome {
-    fn unchanged(verdict: Verdict) -> Self {
-        Outcome {
-            verdict,
-            write: Write::None,
-            expires_at: 0,
-            blocked: false,
-        }
-    }
-}
-
 impl Write {
-    fn of(slot: Slot<'_>) -> Write {
+    fn of(slot: Slot<'_>, written: bool) -> Write {
         match slot {
+            _ if !written => Write::None,
             Slot::Existing(_) => Write::Updated,
             Slot::New(Some(s)) => Write::Created(s),
             Slot::New(None) => Write::None,
@@ -245,7 +385,8 @@ impl Write {
     }
 }
 
-/// Run `req` against the key's current value (`None` for an empty key) with `params`.
+/// Run `req` against the key's current value (`None` for an empty key) with `params`:
+/// [`judge`], then [`settle`] what the call [decides](Judged::decide).
 ///
 /// # Errors
 /// [`CoreError::WrongKind`] if the key holds another algorithm; [`CoreError::Overflow`].
@@ -255,61 +396,34 @@ pub fn apply<A: Stored>(
     req: &Request,
     dedup_max: usize,
 ) -> Result<Outcome, CoreError> {
-    let (algo, now) = read::<A>(existing.as_deref(), req.now)?;
-    let (verdict, already) =
-        judge::<A>(existing.as_deref(), params, now, req.cost, req.best_effort)?;
-    if already.is_some() {
-        return Ok(Outcome {
-            blocked: true,
-            ..Outcome::unchanged(verdict)
-        });
-    }
-    if let Some(granted) = remembered(existing.as_deref(), req.dedup, now) {
-        let current = evaluate(algo, params, now, 0, false)?;
-        return Ok(Outcome::unchanged(Verdict {
-            granted,
-            retry: Retry::Granted,
-            ..current
-        }));
-    }
-    // The reply on the key once `BLOCK d` blocked it, judged before the block is placed.
-    let block = match blocks(req, &verdict, already, now) {
-        Some(until) => {
-            let asked = evaluate(algo, params, now, req.cost, false)?;
-            let current = evaluate(algo, params, now, 0, false)?;
-            Some((until, blocked(asked, current, req.cost, until, now)))
+    let j = judge::<A>(
+        existing.as_deref(),
+        params,
+        req.now,
+        req.cost,
+        req.best_effort,
+        req.dedup,
+    )?;
+    let action = j.decide(req);
+    // The reply on the key once `BLOCK d` blocked it, judged before the block is placed: a call
+    // that cannot be answered changes nothing.
+    let verdict = match action {
+        Settle::Block(until) => {
+            let (algo, _) = read::<A>(existing.as_deref(), req.now)?;
+            judge_blocked(algo, params, j.now, req.cost, until)?.verdict
         }
-        None => None,
+        Settle::Keep | Settle::Charge(_) => j.verdict,
     };
     let mut slot = match existing {
         Some(s) => Slot::Existing(s),
         None => Slot::New(None),
     };
-    if let Some((until, verdict)) = block {
-        let expires_at = place_block::<A>(&mut slot, params, now, until)?;
-        return Ok(Outcome {
-            verdict,
-            write: Write::of(slot),
-            expires_at,
-            blocked: true,
-        });
-    }
-    if req.peek || verdict.granted == 0 {
-        return Ok(Outcome::unchanged(verdict));
-    }
-    let expires_at = commit::<A>(
-        &mut slot,
-        params,
-        now,
-        verdict.granted,
-        req.dedup,
-        dedup_max,
-    )?;
+    let written = settle::<A>(&mut slot, params, j.now, action, req.dedup, dedup_max)?;
     Ok(Outcome {
         verdict,
-        write: Write::of(slot),
-        expires_at,
-        blocked: false,
+        write: Write::of(slot, written.is_some()),
+        expires_at: written.unwrap_or(0),
+        blocked: j.blocked.is_some() || matches!(action, Settle::Block(_)),
     })
 }
 
@@ -324,59 +438,107 @@ pub struct Refunded {
     pub expires_at: Micros,
 }
 
-/// RL.REFUND: give back up to `units` at `now` to the key's limiter, under its stored
+/// An RL.REFUND judged on a key ([`judge_refund`]), not yet applied ([`settle_refund`]).
+#[derive(Debug)]
+pub struct RefundJudged {
+    /// The time it is evaluated at on the key.
+    pub now: Micros,
+    /// The limiter reply after the refund, `granted` being the units given back.
+    pub verdict: Verdict,
+    /// The algorithm's state after the refund, when it gives units back.
+    after: Option<AlgoState>,
+    /// The `DEDUP` id the refund settles.
+    settles: Option<DedupId>,
+}
+
+impl RefundJudged {
+    /// Whether the refund changes the key (gives units back or settles an id).
+    pub fn changes(&self) -> bool {
+        self.after.is_some() || self.settles.is_some()
+    }
+}
+
+/// RL.REFUND, judged: give back up to `units` at `now` to the key's limiter, under its stored
 /// parameters. With `DEDUP id`, at most what the id was granted, once: the id is then settled
-/// (an unknown or settled id gives nothing). `None` for a key holding only a block.
+/// (an unknown or settled id gives nothing). `None` for a key holding only a block. Never changes
+/// anything: every step that can fail is taken here.
 ///
 /// # Errors
 /// [`CoreError::NoRefund`] for an algorithm that takes no refund; [`CoreError::Overflow`] or
-/// [`CoreError::StateTooLong`] from the refund or the reply after it. Nothing is changed then.
+/// [`CoreError::StateTooLong`] from the refund or the reply after it.
+pub fn judge_refund(
+    state: &LimiterState,
+    now: Micros,
+    units: u64,
+    dedup: Option<DedupId>,
+) -> Result<Option<RefundJudged>, CoreError> {
+    let now = state.clock(now);
+    let live = |id| state.extras.entry(id, now).filter(|e| !e.settled);
+    let cap = match dedup {
+        None => units,
+        Some(id) => live(id).map_or(0, |e| e.granted.min(units)),
+    };
+    let Some(algo) = state.algo.as_ref() else {
+        return Ok(None);
+    };
+    let mut after = algo.clone();
+    let given = dispatch!(&mut after, a => refund_algo(a, now, cap))?;
+    let after = (given > 0).then_some(after);
+    let current = {
+        let algo = after.as_ref().unwrap_or(algo);
+        dispatch!(algo, a => a.evaluate(a.params(), now, 0, false))?
+    };
+    let verdict = match state.extras.blocked_at(now) {
+        Some(until) => blocked(current, current, 0, until, now),
+        None => current,
+    };
+    Ok(Some(RefundJudged {
+        now,
+        verdict: Verdict {
+            granted: given,
+            retry: Retry::Granted,
+            ..verdict
+        },
+        after,
+        settles: dedup.filter(|&id| live(id).is_some()),
+    }))
+}
+
+/// Apply a refund judged on this key: the key's new expiry when it changed.
+pub fn settle_refund(state: &mut LimiterState, judged: RefundJudged) -> Option<Micros> {
+    if !judged.changes() {
+        return None;
+    }
+    let now = judged.now;
+    if let Some(algo) = judged.after {
+        state.algo = Some(algo);
+    }
+    if let Some(id) = judged.settles {
+        state.extras.settle(id, now);
+    }
+    state.touch(now);
+    Some(state.expiry(now))
+}
+
+/// RL.REFUND: [`judge_refund`], then [`settle_refund`].
+///
+/// # Errors
+/// As [`judge_refund`]; nothing is changed then.
 pub fn refund(
     state: &mut LimiterState,
     now: Micros,
     units: u64,
     dedup: Option<DedupId>,
 ) -> Result<Option<Refunded>, CoreError> {
-    let now = now.max(state.last_update);
-    let cap = match dedup {
-        None => units,
-        Some(id) => match state.extras.entry(id, now) {
-            Some(e) if !e.settled => e.granted.min(units),
-            _ => 0,
-        },
-    };
-    let Some(algo) = state.algo.as_ref() else {
+    let Some(judged) = judge_refund(state, now, units, dedup)? else {
         return Ok(None);
     };
-    // Judged on a copy: the refund and the reply after it, both of which can fail. Nothing is
-    // changed until both are known.
-    let mut after = algo.clone();
-    let given = dispatch!(&mut after, a => refund_algo(a, now, cap))?;
-    let current = dispatch!(&after, a => a.evaluate(a.params(), now, 0, false))?;
-    let settles = dedup.filter(|&id| state.extras.entry(id, now).is_some_and(|e| !e.settled));
-    if given > 0 {
-        state.algo = Some(after);
-    }
-    if let Some(id) = settles {
-        state.extras.settle(id, now);
-    }
-    let changed = given > 0 || settles.is_some();
-    if changed {
-        state.last_update = now;
-        state.extras.forget_expired(now);
-    }
-    let verdict = match state.extras.blocked_at(now) {
-        Some(until) => blocked(current, current, 0, until, now),
-        None => current,
-    };
+    let verdict = judged.verdict;
+    let written = settle_refund(state, judged);
     Ok(Some(Refunded {
-        verdict: Verdict {
-            granted: given,
-            retry: Retry::Granted,
-            ..verdict
-        },
-        changed,
-        expires_at: state.expires_at().max(now),
+        verdict,
+        changed: written.is_some(),
+        expires_at: written.unwrap_or(0),
     }))
 }
 
@@ -389,14 +551,13 @@ fn refund_algo<A: Stored>(a: &mut A, now: Micros, units: u64) -> Result<u64, Cor
     }
 }
 
-/// RL.BLOCK on an existing key: blocked until `max(current end, now + d)` (`now` never before
-/// the key's last update). Returns the key's new expiry and the block's end.
-pub fn block(state: &mut LimiterState, now: Micros, d: Micros) -> (Micros, Micros) {
-    let now = now.max(state.last_update);
-    state.last_update = now;
-    state.extras.forget_expired(now);
+/// RL.BLOCK on an existing key: blocked until `max(current end, now + d)` (`now` on the key's
+/// clock). Returns the key's new expiry, the block's end and the time it was evaluated at.
+pub fn block(state: &mut LimiterState, now: Micros, d: Micros) -> (Micros, Micros, Micros) {
+    let now = state.clock(now);
+    state.touch(now);
     state.extras.block(now.saturating_add(d));
-    (state.expires_at().max(now), state.extras.block_until())
+    (state.expiry(now), state.extras.block_until(), now)
 }
 
 /// RL.UNBLOCK: remove the key's block (in force or not, so master and replica agree whatever

@@ -8,8 +8,8 @@
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
-use crate::core::flow;
 pub use crate::core::flow::Slot;
+use crate::core::flow::{self, Judged, Settle};
 use crate::core::kind::Kind;
 use crate::core::limiter::{Request, Retry, Verdict};
 use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
@@ -48,18 +48,7 @@ impl AnyParams {
         self.0
     }
 
-    /// [`flow::judge`] on the key's value (`None`: missing): the verdict, a block honoured.
-    fn evaluate(
-        &self,
-        state: Option<&LimiterState>,
-        now: Micros,
-        cost: u64,
-        best_effort: bool,
-    ) -> Result<Verdict, CoreError> {
-        self.judge(state, now, cost, best_effort).map(|(v, _)| v)
-    }
-
-    /// [`flow::judge`] on the key's value: the verdict and the end of a block in force.
+    /// [`flow::judge`] on the key's value (`None`: missing), for `cost` units of this limiter.
     ///
     /// # Errors
     /// [`CoreError::WrongKind`] if the key holds another algorithm; [`CoreError::Overflow`].
@@ -69,30 +58,57 @@ impl AnyParams {
         now: Micros,
         cost: u64,
         best_effort: bool,
-    ) -> Result<(Verdict, Option<Micros>), CoreError> {
-        dispatch!(&self.0, spec => judge_like(spec, state, now, cost, best_effort))
+        dedup: Option<DedupId>,
+    ) -> Result<Judged, CoreError> {
+        dispatch!(&self.0, spec => judge_like(spec, state, now, cost, best_effort, dedup))
     }
 
-    /// [`flow::place_block`] on the key.
-    fn place_block(
+    /// [`flow::can_charge`] on the key.
+    fn can_charge(
+        &self,
+        state: Option<&LimiterState>,
+        j: &Judged,
+        amount: u64,
+    ) -> Result<(), CoreError> {
+        dispatch!(&self.0, spec => can_charge_like(spec, state, j, amount))
+    }
+
+    /// [`flow::settle`] on the key.
+    fn settle(
         &self,
         slot: &mut Slot<'_>,
         now: Micros,
-        until: Micros,
-    ) -> Result<Micros, CoreError> {
-        dispatch!(&self.0, spec => block_like(spec, slot, now, until))
-    }
-
-    /// [`flow::commit`] on the key.
-    fn commit(
-        &self,
-        slot: &mut Slot<'_>,
-        now: Micros,
-        granted: u64,
-        req: &Request,
+        action: Settle,
+        dedup: Option<DedupId>,
         dedup_max: usize,
-    ) -> Result<Micros, CoreError> {
-        dispatch!(&self.0, spec => commit_like(spec, slot, now, granted, req, dedup_max))
+    ) -> Result<Option<Micros>, CoreError> {
+        dispatch!(&self.0, spec => settle_like(spec, slot, now, action, dedup, dedup_max))
+    }
+
+    /// The key's part of RL.ALL's reply after the call: its state at `now` (cost 0, a block
+    /// honoured), with the retry for its full `cost` from that state, or `retry` when given (the
+    /// retry of a call granted in full: 0, or a leaky bucket's queue delay).
+    fn after(
+        &self,
+        state: Option<&LimiterState>,
+        now: Micros,
+        cost: u64,
+        retry: Option<Retry>,
+    ) -> Result<Verdict, CoreError> {
+        let current = self.judge(state, now, 0, false, None)?.verdict;
+        let retry = match retry {
+            Some(r) => r,
+            None => {
+                let full = self.judge(state, now, cost, false, None)?;
+                // A blocked key denies even `COST 0`: its retry is the block's.
+                if full.blocked.is_some() {
+                    full.verdict.retry
+                } else {
+                    retry_for_full_cost(&full.verdict, cost)
+                }
+            }
+        };
+        Ok(Verdict { retry, ..current })
     }
 }
 
@@ -103,18 +119,31 @@ fn judge_like<A: Stored>(
     now: Micros,
     cost: u64,
     best_effort: bool,
-) -> Result<(Verdict, Option<Micros>), CoreError> {
-    flow::judge::<A>(state, spec.params(), now, cost, best_effort)
+    dedup: Option<DedupId>,
+) -> Result<Judged, CoreError> {
+    flow::judge::<A>(state, spec.params(), now, cost, best_effort, dedup)
 }
 
-/// [`flow::place_block`] for `spec`'s algorithm.
-fn block_like<A: Stored>(
+/// [`flow::can_charge`] for `spec`'s algorithm.
+fn can_charge_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    j: &Judged,
+    amount: u64,
+) -> Result<(), CoreError> {
+    flow::can_charge::<A>(state, spec.params(), j, amount)
+}
+
+/// [`flow::settle`] for `spec`'s algorithm.
+fn settle_like<A: Stored>(
     spec: &A,
     slot: &mut Slot<'_>,
     now: Micros,
-    until: Micros,
-) -> Result<Micros, CoreError> {
-    flow::place_block::<A>(slot, spec.params(), now, until)
+    action: Settle,
+    dedup: Option<DedupId>,
+    dedup_max: usize,
+) -> Result<Option<Micros>, CoreError> {
+    flow::settle::<A>(slot, spec.params(), now, action, dedup, dedup_max)
 }
 
 /// [`AnyParams::bind_call`] for `spec`'s algorithm.
@@ -126,18 +155,6 @@ fn bind_like<A: Stored>(
     let mut params = spec.params().clone();
     A::bind_call(&mut params, dedup, best_effort)?;
     Ok(AnyParams::of::<A>(&params))
-}
-
-/// [`flow::commit`] for `spec`'s algorithm.
-fn commit_like<A: Stored>(
-    spec: &A,
-    slot: &mut Slot<'_>,
-    now: Micros,
-    granted: u64,
-    req: &Request,
-    dedup_max: usize,
-) -> Result<Micros, CoreError> {
-    flow::commit::<A>(slot, spec.params(), now, granted, req.dedup, dedup_max)
 }
 
 /// The result of an RL.ALL call: the combined reply, and for each key whether it was written
@@ -215,8 +232,49 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
     }
 }
 
+/// The amount every key is charged: with `BESTEFFORT` the least any key grants, else each
+/// key's full cost if every key grants it, else nothing.
+fn choose(req: &Request, judged: &[Judged]) -> u64 {
+    if req.best_effort {
+        judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0)
+    } else if judged.iter().all(|j| j.verdict.granted == j.cost) {
+        req.cost
+    } else {
+        0
+    }
+}
+
+/// Judge every key ([`AnyParams::judge`]); a key holding another algorithm is reported before
+/// any other error, naming the first such key.
+fn judge_all(
+    slots: &[Slot<'_>],
+    specs: &[AnyParams],
+    req: &Request,
+) -> Result<Vec<Judged>, MultiError> {
+    let judged: Vec<Result<Judged, CoreError>> = slots
+        .iter()
+        .zip(specs)
+        .map(|(slot, spec)| spec.judge(slot.state(), req.now, req.cost, req.best_effort, req.dedup))
+        .collect();
+    let wrong = judged.iter().enumerate().find_map(|(index, j)| match j {
+        Err(CoreError::WrongKind { held, wanted }) => Some(MultiError::WrongKind {
+            index,
+            held: *held,
+            wanted: *wanted,
+        }),
+        _ => None,
+    });
+    if let Some(e) = wrong {
+        return Err(e);
+    }
+    Ok(judged.into_iter().collect::<Result<_, _>>()?)
+}
+
 /// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
 /// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
+///
+/// Every key is judged ([`flow::judge`]) before any changes; then the amount is chosen, every
+/// key is settled ([`flow::settle`]) and the replies are combined.
 ///
 /// # Errors
 /// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]. Nothing is changed then.
@@ -226,161 +284,58 @@ pub fn apply_all(
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
-    let n = slots.len().min(specs.len());
-    let unchanged = || vec![None; slots.len()];
-    // Every key: its algorithm, and its own monotonic clock.
-    let mut nows: Vec<Micros> = Vec::with_capacity(n);
-    for (index, (slot, spec)) in slots.iter().zip(specs).enumerate() {
-        match slot.state() {
-            Some(s) => {
-                if let Some(held) = s.kind().filter(|k| *k != spec.kind()) {
-                    return Err(MultiError::WrongKind {
-                        index,
-                        held,
-                        wanted: spec.kind(),
-                    });
-                }
-                nows.push(req.now.max(s.last_update));
-            }
-            None => nows.push(req.now),
-        }
-    }
-    let keys = || slots.iter().zip(specs).zip(&nows);
-    let each = |cost: u64, best_effort: bool| -> Result<Vec<Verdict>, CoreError> {
-        keys()
-            .map(|((slot, spec), now)| spec.evaluate(slot.state(), *now, cost, best_effort))
-            .collect()
-    };
-
-    // A blocked key denies the call, before any remembered id is looked at (as for one key).
-    let blocked: Vec<Option<Micros>> = keys()
-        .map(|((slot, _), now)| flow::blocked_until(slot.state(), *now))
-        .collect();
-    let any_blocked = blocked.iter().any(Option::is_some);
-
-    // A remembered id on any key: the retry is not charged.
-    if let Some(granted) = keys()
-        .filter(|_| !any_blocked)
-        .find_map(|((slot, _), now)| flow::remembered(slot.state(), req.dedup, *now))
+    let judged = judge_all(slots, specs, req)?;
+    let blocked = judged.iter().any(|j| j.blocked.is_some());
+    // A remembered id on any key (none blocked): nothing is charged again.
+    if let Some(granted) = judged
+        .iter()
+        .find_map(|j| j.remembered)
+        .filter(|_| !blocked)
     {
+        let verdicts = slots
+            .iter()
+            .zip(specs)
+            .zip(&judged)
+            .map(|((slot, spec), j)| spec.after(slot.state(), j.now, j.cost, Some(Retry::Granted)))
+            .collect::<Result<Vec<_>, _>>()?;
         return Ok(MultiOutcome {
-            verdict: combine(granted, &each(0, false)?),
-            writes: unchanged(),
+            verdict: combine(granted, &verdicts),
+            writes: vec![None; slots.len()],
             blocked: false,
         });
     }
-
-    let first = each(req.cost, req.best_effort)?;
-    let amount = if req.best_effort {
-        first.iter().map(|v| v.granted).min().unwrap_or(0)
-    } else if first.iter().all(|v| v.granted == req.cost) {
-        req.cost
-    } else {
-        0
-    };
-    if amount == 0 {
-        // `BLOCK d`: the keys that denied are blocked (not those blocked already).
-        let mut writes = unchanged();
-        let blocking: Vec<Option<Micros>> = keys()
-            .zip(&first)
-            .zip(&blocked)
-            .map(|((((_, _), now), v), already)| flow::blocks(req, v, *already, *now))
-            .collect();
-        if blocking.iter().any(Option::is_some) {
-            for ((((slot, spec), now), until), write) in slots
-                .iter_mut()
-                .zip(specs)
-                .zip(&nows)
-                .zip(&blocking)
-                .zip(writes.iter_mut())
-            {
-                if let Some(until) = until {
-                    *write = Some(spec.place_block(slot, *now, *until)?);
-                }
-            }
-            let verdicts: Vec<Verdict> = slots
-                .iter()
-                .zip(specs)
-                .zip(&nows)
-                .map(|((slot, spec), now)| spec.evaluate(slot.state(), *now, req.cost, false))
-                .collect::<Result<_, _>>()?;
-            let verdicts: Vec<Verdict> = slots
-                .iter()
-                .zip(specs)
-                .zip(&nows)
-                .zip(verdicts)
-                .map(|(((slot, spec), now), asked)| {
-                    spec.evaluate(slot.state(), *now, 0, false)
-                        .map(|current| Verdict {
-                            retry: retry_for_full_cost(&asked, req.cost),
-                            ..current
-                        })
-                })
-                .collect::<Result<_, _>>()?;
-            return Ok(MultiOutcome {
-                verdict: combine(0, &verdicts),
-                writes,
-                blocked: true,
-            });
+    let amount = choose(req, &judged);
+    // What each key does: charged `amount` (which every key can be, checked before any key
+    // changes), or, when denied, blocked by `BLOCK d` if it denied.
+    let mut actions = Vec::with_capacity(judged.len());
+    for ((slot, spec), j) in slots.iter().zip(specs).zip(&judged) {
+        let action = j.settles(req, amount);
+        if let Settle::Charge(n) = action {
+            spec.can_charge(slot.state(), j, n)?;
         }
-        // Nothing was charged: each limiter's current state, with its retry for the full cost
-        // from that state (not from the state a BESTEFFORT evaluation would have left).
-        let now_state = each(0, false)?;
-        let full = each(req.cost, false)?;
-        let verdicts: Vec<Verdict> = now_state
-            .into_iter()
-            .zip(&full)
-            .map(|(current, v)| Verdict {
-                retry: retry_for_full_cost(v, req.cost),
-                ..current
-            })
-            .collect();
-        return Ok(MultiOutcome {
-            verdict: combine(0, &verdicts),
-            writes: unchanged(),
-            blocked: any_blocked,
-        });
+        actions.push(action);
     }
-    // Every key can be charged `amount` (evaluated before any key changes).
-    for (((slot, spec), now), v) in keys().zip(&first) {
-        let charge = if v.granted == amount {
-            *v
-        } else {
-            spec.evaluate(slot.state(), *now, amount, false)?
-        };
-        if charge.granted != amount {
-            return Err(CoreError::Overflow.into());
-        }
-    }
-
-    // Charge every key (a copy when peeking), then read each state after the charge.
-    let mut verdicts = Vec::with_capacity(n);
-    let mut writes = Vec::with_capacity(n);
-    for ((slot, spec), (now, v)) in slots.iter_mut().zip(specs).zip(nows.iter().zip(&first)) {
-        let now = *now;
+    let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
+    // Settle every key (a copy when peeking), then read each key's reply from its state after.
+    let mut verdicts = Vec::with_capacity(judged.len());
+    let mut writes = Vec::with_capacity(judged.len());
+    for (((slot, spec), j), action) in slots.iter_mut().zip(specs).zip(&judged).zip(actions) {
         let mut copy;
-        let target: &mut Slot<'_> = if req.peek {
+        let target: &mut Slot<'_> = if req.peek && action != Settle::Keep {
             copy = Slot::New(slot.state().cloned());
             &mut copy
         } else {
             slot
         };
-        let expires_at = spec.commit(target, now, amount, req, dedup_max)?;
-        let after = target.state();
-        let current = spec.evaluate(after, now, 0, false)?;
-        let retry = if amount == req.cost {
-            // Granted in full: 0, or a leaky bucket's queue delay.
-            v.retry
-        } else {
-            retry_for_full_cost(&spec.evaluate(after, now, req.cost, false)?, req.cost)
-        };
-        verdicts.push(Verdict { retry, ..current });
-        writes.push((!req.peek).then_some(expires_at));
+        let written = spec.settle(target, j.now, action, req.dedup, dedup_max)?;
+        let full = (amount > 0 && amount == j.cost).then_some(j.verdict.retry);
+        verdicts.push(spec.after(target.state(), j.now, j.cost, full)?);
+        writes.push(written.filter(|_| !req.peek));
     }
     Ok(MultiOutcome {
         verdict: combine(amount, &verdicts),
         writes,
-        blocked: false,
+        blocked: blocked || placed,
     })
 }
 
@@ -592,9 +547,9 @@ mod tests {
     }
 
     proptest! {
-        /// RL.ALL grants exactly what peeking every limiter then charging all would (blocking,
-        /// with `BLOCK d`, the keys that deny when nothing is granted), refuses exactly when a
-        /// limiter does, and leaves exactly the same states.
+        /// RL.ALL grants exactly what peeking every limiter then charging all would, and leaves
+        /// exactly the same states; with `BLOCK d`, a call not granted blocks each key that
+        /// denied it, as its own command would.
         #[test]
         fn all_is_all_or_nothing(
             specs in prop::collection::vec(arb_spec(), 1..4),

@@ -138,6 +138,25 @@ impl LimiterState {
         }
     }
 
+    /// The time a call made at `now` is evaluated at on this key: never before its last update
+    /// (for one key, time never goes backwards).
+    pub fn clock(&self, now: Micros) -> Micros {
+        now.max(self.last_update)
+    }
+
+    /// Record a write at `now` (a time from [`Self::clock`]): the key's last update, and the
+    /// remembered ids and block that have ended by then dropped.
+    pub fn touch(&mut self, now: Micros) {
+        self.last_update = now;
+        self.extras.forget_expired(now);
+    }
+
+    /// The key's expiry after a write at `now`: when it may expire ([`Self::expires_at`]), never
+    /// before `now`. Every write sets the key's expiry to this.
+    pub fn expiry(&self, now: Micros) -> Micros {
+        self.expires_at().max(now)
+    }
+
     /// Which algorithm the key holds (`None`: only a block).
     pub fn kind(&self) -> Option<Kind> {
         self.algo.as_ref().map(AlgoState::kind)
@@ -154,7 +173,7 @@ impl LimiterState {
     /// The live state at `now` by name, for RL.INFO (see [`Algorithm::describe_live`]); none
     /// for a key holding only a block.
     pub fn describe_live(&self, now: Micros) -> Vec<(&'static str, u64)> {
-        let now = now.max(self.last_update);
+        let now = self.clock(now);
         match &self.algo {
             Some(algo) => dispatch!(algo, a => a.describe_live(now)),
             None => Vec::new(),
@@ -167,7 +186,7 @@ impl LimiterState {
     /// # Errors
     /// [`CoreError::Overflow`] as the algorithms.
     pub fn peek(&self, now: Micros) -> Result<Option<Decision>, CoreError> {
-        let now = now.max(self.last_update);
+        let now = self.clock(now);
         let Some(algo) = &self.algo else {
             return Ok(None);
         };

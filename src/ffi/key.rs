@@ -17,6 +17,8 @@ pub enum Holding<'a> {
     Empty,
     /// One of our limiters.
     Limiter(&'a mut Packed),
+    /// A stream (RL.STREAMCOUNT's keys).
+    Stream,
     /// Any other type (Redis's own WRONGTYPE).
     Other,
 }
@@ -64,6 +66,9 @@ impl LimiterKey {
             return Holding::Empty;
         }
         if t != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
+            if t == raw::REDISMODULE_KEYTYPE_STREAM as c_int {
+                return Holding::Stream;
+            }
             return Holding::Other;
         }
         // SAFETY: copying a function pointer out of the API table, filled in at load.
@@ -87,14 +92,34 @@ impl LimiterKey {
         Holding::Limiter(unsafe { crate::ffi::datatype::from_raw(value) })
     }
 
-    /// The limiter the key holds (`None`: empty).
+    /// The limiter the key holds (`None`: empty), for limiter command `cmd` (its name, in any
+    /// case): the one way every command reads a limiter key.
     ///
     /// # Errors
+    /// [`RlError::StreamKey`] naming `cmd` for a stream (RL.STREAMCOUNT's keys),
     /// [`RlError::WrongType`] for any other type.
-    pub fn limiter(&mut self) -> Result<Option<StateMut<'_>>, RlError> {
+    #[inline]
+    pub fn limiter(&mut self, cmd: &'static str) -> Result<Option<StateMut<'_>>, RlError> {
         match self.holding() {
             Holding::Empty => Ok(None),
-            Holding::Limiter(value) => value.unpack().ok_or(RlError::Payload).map(Some),
+            Holding::Limiter(value) => match value.unpack() {
+                Some(state) => Ok(Some(state)),
+                None => Err(RlError::Payload),
+            },
+            Holding::Stream => Err(RlError::StreamKey(cmd)),
+            Holding::Other => Err(RlError::WrongType),
+        }
+    }
+
+    /// A copy of the limiter the key holds (`None`: empty), for a read-only command `cmd`.
+    ///
+    /// # Errors
+    /// As [`Self::limiter`].
+    pub fn limiter_copy(&mut self, cmd: &'static str) -> Result<Option<LimiterState>, RlError> {
+        match self.holding() {
+            Holding::Empty => Ok(None),
+            Holding::Limiter(value) => value.state().ok_or(RlError::Payload).map(Some),
+            Holding::Stream => Err(RlError::StreamKey(cmd)),
             Holding::Other => Err(RlError::WrongType),
         }
     }
@@ -119,11 +144,6 @@ impl LimiterKey {
             drop(unsafe { Box::from_raw(value.cast::<Packed>()) });
             Err(RlError::WrongType)
         }
-    }
-
-    /// Whether the key holds a stream (RL.STREAMCOUNT's keys).
-    pub fn is_stream(&self) -> bool {
-        self.key_type() == raw::REDISMODULE_KEYTYPE_STREAM as c_int
     }
 
     /// Delete the key (opened for writing).
@@ -158,10 +178,18 @@ impl LimiterKey {
     }
 }
 
-impl Drop for LimiterKey {
-    fn drop(&mut self) {
+impl LimiterKey {
+    /// Close the key now (dropping the handle afterwards does nothing more).
+    pub fn close(&mut self) {
         if !self.key.is_null() {
             raw::close_key(self.key);
+            self.key = std::ptr::null_mut();
         }
+    }
+}
+
+impl Drop for LimiterKey {
+    fn drop(&mut self) {
+        self.close();
     }
 }

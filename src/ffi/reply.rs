@@ -93,6 +93,15 @@ pub fn integer(ctx: &Context, value: i64) {
     }
 }
 
+/// Reply with nil (RESP2's null bulk string, RESP3's null).
+pub fn null(ctx: &Context) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    if let Some(null) = unsafe { raw::RedisModule_ReplyWithNull } {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { null(ctx.ctx) };
+    }
+}
+
 /// Reply with the error `text` through a path that cannot panic, whatever the text: it is made
 /// printable ASCII (each other byte written `\xNN`, so no NUL, CR or LF reaches Redis) into our
 /// own NUL-terminated buffer for `RedisModule_ReplyWithError`. The crate's error replies go

@@ -350,7 +350,7 @@ pub enum Released {
 /// # Errors
 /// [`CoreError::WrongKind`] if the key holds another algorithm.
 pub fn release(state: &mut LimiterState, id: DedupId, now: Micros) -> Result<Released, CoreError> {
-    let now = now.max(state.last_update);
+    let now = state.clock(now);
     // A key holding only a block holds no lease. A block never stops a release: it only
     // denies what would take units.
     let Some(algo) = state.algo.as_mut() else {
@@ -365,10 +365,9 @@ pub fn release(state: &mut LimiterState, id: DedupId, now: Micros) -> Result<Rel
         return Ok(Released::Nothing);
     }
     let units = conc.release(id, now);
-    state.last_update = now;
-    state.extras.forget_expired(now);
+    state.touch(now);
     // The key lives while a lease, a remembered id or a block does.
-    let expires_at = state.expires_at();
+    let expires_at = state.expiry(now);
     if expires_at <= now {
         return Ok(Released::Emptied { units });
     }

@@ -1,0 +1,241 @@
+//! The end of every write command, the same for all of them ([`finish`]): each key's value
+//! written back and its expiry set (or the key deleted), the keys closed, then — when a key was
+//! written — the call propagated and one keyspace event per written key, the call counted, and
+//! the reply sent. A command that changed nothing propagates and notifies nothing.
+
+use std::ffi::CStr;
+
+use redis_module::{Context, RedisString};
+
+use crate::commands::{replicate_argv_with_at, replicate_state};
+use crate::core::flow::Write;
+use crate::core::packed::StateMut;
+use crate::core::time::expiry_ms;
+use crate::core::{LimiterState, Micros};
+use crate::error::RlError;
+use crate::ffi;
+use crate::ffi::command::{Arg, Argv};
+use crate::ffi::key::{Holding, LimiterKey};
+use crate::ffi::notify::notify;
+use crate::stats::CommandStats;
+
+/// What a command did to one of its keys.
+#[derive(Debug)]
+pub enum Fate {
+    /// Nothing changed.
+    Unchanged,
+    /// Written: `new` is the value of a key that was empty (`None`: the value was changed in
+    /// place), `expires_at` the key's new expiry (Unix µs); `sent` whether the value itself was
+    /// already propagated ([`Propagate::Value`]; `None`: not tried yet).
+    Written {
+        new: Option<LimiterState>,
+        expires_at: Micros,
+        sent: Option<bool>,
+    },
+    /// Emptied: the key is deleted.
+    Deleted,
+}
+
+impl Fate {
+    /// The fate of a key whose value `held` (`None`: the key was empty) the core left as
+    /// `write` says, expiring at `expires_at` when written. An unchanged inline value is not
+    /// encoded again. With `value` (the key's name), a value changed in place is propagated as
+    /// itself while at hand ([`Propagate::Value`]).
+    #[inline(always)]
+    pub fn of(
+        ctx: &Context,
+        held: Option<StateMut<'_>>,
+        write: Write,
+        expires_at: Micros,
+        value: Option<Arg<'_>>,
+    ) -> Fate {
+        match write {
+            Write::None => {
+                if let Some(value) = held {
+                    value.discard();
+                }
+                Fate::Unchanged
+            }
+            Write::Updated => {
+                let sent = match (held, value) {
+                    (Some(mut state), Some(name)) => {
+                        Some(replicate_state(ctx, name, state.store()))
+                    }
+                    _ => None,
+                };
+                Fate::Written {
+                    new: None,
+                    expires_at,
+                    sent,
+                }
+            }
+            Write::Created(new) => {
+                drop(held);
+                Fate::Written {
+                    new: Some(new),
+                    expires_at,
+                    sent: None,
+                }
+            }
+        }
+    }
+
+    /// The fate of a key whose value `held` was changed in place when `written` holds its new
+    /// expiry, else left as it was.
+    pub fn kept(held: StateMut<'_>, written: Option<Micros>) -> Fate {
+        match written {
+            Some(expires_at) => {
+                drop(held);
+                Fate::Written {
+                    new: None,
+                    expires_at,
+                    sent: None,
+                }
+            }
+            None => {
+                held.discard();
+                Fate::Unchanged
+            }
+        }
+    }
+
+    fn written(&self) -> bool {
+        !matches!(self, Fate::Unchanged)
+    }
+}
+
+/// How a write reaches replicas and the AOF: never verbatim when its result depended on the
+/// clock.
+#[derive(Debug, Clone, Copy)]
+pub enum Propagate<'a> {
+    /// The command with the call's arguments (minus any `AT t` at `at_index`) and `AT now`.
+    WithAt {
+        argv: Argv<'a>,
+        at_index: Option<usize>,
+        now: Micros,
+    },
+    /// The key's new value itself when it is short (`RL._SET key payload`), else as
+    /// [`Propagate::WithAt`]: a single-limiter command.
+    Value {
+        argv: Argv<'a>,
+        at_index: Option<usize>,
+        now: Micros,
+    },
+    /// The command with these arguments, as they are (a write that does not depend on the
+    /// clock).
+    Plain(&'a [&'a RedisString]),
+}
+
+/// A write command's name and counters.
+#[derive(Debug, Clone, Copy)]
+pub struct Tail {
+    /// The keyspace event a write fires, and the command it propagates as.
+    pub event: &'static CStr,
+    /// The command's counters.
+    pub stats: &'static CommandStats,
+}
+
+/// One key of a write command, for [`finish`].
+pub struct Touched<'a> {
+    /// The key, open for writing; [`finish`] closes it.
+    pub key: LimiterKey,
+    /// Its name.
+    pub name: Arg<'a>,
+    /// What the command did to it.
+    pub fate: Fate,
+}
+
+impl<'a> Touched<'a> {
+    /// `key` (named `name`) and its fate.
+    pub fn new(key: LimiterKey, name: impl Into<Arg<'a>>, fate: Fate) -> Self {
+        Touched {
+            key,
+            name: name.into(),
+            fate,
+        }
+    }
+}
+
+/// The end of a write command: each of `keys` written back, expired or deleted, and closed;
+/// then, if any was written, the call propagated as `propagate` says and the event fired on each
+/// written key; the call counted (`granted`: in the granted column), and `reply` sent.
+///
+/// # Errors
+/// [`RlError::WrongType`] if Redis refused a new value (it does not for a key opened for
+/// writing that is empty or holds our type).
+#[inline]
+pub fn finish(
+    ctx: &Context,
+    tail: Tail,
+    keys: &mut [Touched<'_>],
+    propagate: Propagate<'_>,
+    granted: bool,
+    reply: impl FnOnce(&Context),
+) -> Result<(), RlError> {
+    let mut wrote = false;
+    for k in keys.iter_mut() {
+        wrote |= write_key(ctx, tail, k, propagate)?;
+    }
+    if wrote {
+        match propagate {
+            Propagate::Value { .. } => {}
+            Propagate::WithAt {
+                argv,
+                at_index,
+                now,
+            } => replicate_argv_with_at(ctx, tail.event, argv, at_index, now),
+            Propagate::Plain(args) => ffi::replicate::replicate(ctx, tail.event, args),
+        }
+        for k in keys.iter().filter(|k| k.fate.written()) {
+            notify(ctx, tail.event, k.name);
+        }
+    }
+    tail.stats.record(granted);
+    reply(ctx);
+    Ok(())
+}
+
+/// One key's part of [`finish`]: its new value stored, its expiry set (the value propagated
+/// itself under [`Propagate::Value`]) or the key deleted, and the key closed. Whether it was
+/// written.
+#[inline(always)]
+fn write_key(
+    ctx: &Context,
+    tail: Tail,
+    k: &mut Touched<'_>,
+    propagate: Propagate<'_>,
+) -> Result<bool, RlError> {
+    match &mut k.fate {
+        Fate::Unchanged => {}
+        Fate::Written {
+            new,
+            expires_at,
+            sent,
+        } => {
+            if let Some(state) = new.take() {
+                k.key.set(state)?;
+            }
+            if let Propagate::Value {
+                argv,
+                at_index,
+                now,
+            } = propagate
+                && !sent.unwrap_or_else(|| replicate_value(ctx, &mut k.key, k.name))
+            {
+                replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
+            }
+            k.key.set_expire_at(expiry_ms(*expires_at));
+        }
+        Fate::Deleted => k.key.delete(),
+    }
+    k.key.close();
+    Ok(k.fate.written())
+}
+
+/// Propagate the key's stored value as `RL._SET` when it is short; whether it was.
+fn replicate_value(ctx: &Context, key: &mut LimiterKey, name: Arg<'_>) -> bool {
+    match key.holding() {
+        Holding::Limiter(value) => replicate_state(ctx, name, value.stored()),
+        _ => false,
+    }
+}
