@@ -9,11 +9,10 @@ use redis_module::{Context, RedisResult, RedisString};
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
-use crate::commands::{evaluation_time, limiter_reply, replicate_with_at};
+use crate::commands::{evaluation_time, limiter_reply, replicate_expiry, replicate_with_at};
 use crate::config;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
-use crate::core::time::expiry_ms;
 use crate::error::RlError;
 use crate::ffi::command::Arg;
 use crate::ffi::key::{Holding, LimiterKey};
@@ -114,7 +113,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(redis_module::RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
-    let now = evaluation_time(ctx, parsed.opts.at)?;
+    let eval = evaluation_time(ctx, parsed.opts.at)?;
+    let now = eval.now;
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 
@@ -165,18 +165,28 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             (state, _) => drop(state),
         }
     }
+    let expiries: Vec<_> = outcome
+        .writes
+        .iter()
+        .map(|w| w.map(|at| eval.expiry(at)))
+        .collect();
     let mut wrote = false;
-    for ((key, state), write) in keys.iter_mut().zip(created).zip(&outcome.writes) {
-        let Some(expires_at) = write else { continue };
+    for ((key, state), expiry) in keys.iter_mut().zip(created).zip(&expiries) {
+        let Some(expiry) = expiry else { continue };
         if let Some(state) = state {
             key.set(state)?;
         }
-        key.set_expire_at(expiry_ms(*expires_at));
+        key.set_expire_at(expiry.ms);
         wrote = true;
     }
     drop(keys);
     if wrote {
         replicate_with_at(ctx, c"rl.all", &args, parsed.opts.at_index, now);
+        for (name, expiry) in names.iter().zip(&expiries) {
+            if let Some(expiry) = expiry {
+                replicate_expiry(ctx, Arg::from(*name), *expiry);
+            }
+        }
         for (name, write) in names.iter().zip(&outcome.writes) {
             if write.is_some() {
                 notify(ctx, c"rl.all", Arg::from(*name));

@@ -4,13 +4,14 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, duration};
-use crate::commands::{evaluation_time, open_limiter, replicate_with_at};
+use crate::commands::{evaluation_time, open_limiter, replicate_expiry, replicate_with_at};
 use crate::core::Micros;
 use crate::core::flow;
 use crate::core::time::{ceil_ms, expiry_ms};
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::clock::server_now;
+use crate::ffi::command::Arg;
 use crate::ffi::notify::notify;
 use crate::stats;
 
@@ -48,7 +49,8 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = BlockRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.opts.at)?;
+    let eval = evaluation_time(ctx, req.opts.at)?;
+    let now = eval.now;
     let mut key = open_limiter(ctx, name, "RL.BLOCK")?;
     let (expires_at, until, at) = if let Some(mut state) = key.limiter()? {
         let (expires_at, until) = flow::block(&mut state, now, req.d);
@@ -59,9 +61,11 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         key.set(state)?;
         (until, until, now)
     };
-    key.set_expire_at(expiry_ms(expires_at));
+    let expiry = eval.expiry(expires_at);
+    key.set_expire_at(expiry.ms);
     drop(key);
     replicate_with_at(ctx, c"rl.block", &args, req.opts.at_index, now);
+    replicate_expiry(ctx, Arg::from(name), expiry);
     notify(ctx, c"rl.block", name);
     stats::BLOCK.record(true);
     Ok(RedisValue::Integer(ceil_ms(until.saturating_sub(at))))

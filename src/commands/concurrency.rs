@@ -7,14 +7,15 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
-use crate::commands::{LimiterCommand, Parsed, evaluation_time, replicate_with_at};
+use crate::commands::{
+    LimiterCommand, Parsed, evaluation_time, replicate_expiry, replicate_with_at,
+};
 use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
 };
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::state::Stored;
-use crate::core::time::expiry_ms;
 use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Arg;
@@ -157,7 +158,8 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let parsed = Release::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, parsed.at)?;
+    let eval = evaluation_time(ctx, parsed.at)?;
+    let now = eval.now;
     let mut key = LimiterKey::open(ctx, Arg::from(key_name));
     let mut state = match key.holding() {
         Holding::Empty => {
@@ -171,21 +173,25 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let released = release_lease(&mut state, parsed.id, now);
     // Kept (a changed inline value is encoded again) before the key is touched.
     drop(state);
-    let units = match released.map_err(RlError::from)? {
-        Released::Nothing => 0,
+    let (units, expiry) = match released.map_err(RlError::from)? {
+        Released::Nothing => (0, None),
         Released::Emptied { units } => {
             key.delete();
-            units
+            (units, None)
         }
         Released::Kept { units, expires_at } => {
-            key.set_expire_at(expiry_ms(expires_at));
-            units
+            let expiry = eval.expiry(expires_at);
+            key.set_expire_at(expiry.ms);
+            (units, Some(expiry))
         }
     };
     if units > 0 {
         drop(key);
         let now = now.max(last_update);
         replicate_with_at(ctx, c"rl.release", &args, parsed.at_index, now);
+        if let Some(expiry) = expiry {
+            replicate_expiry(ctx, Arg::from(key_name), expiry);
+        }
         notify(ctx, c"rl.release", Arg::from(key_name));
     }
     stats::RELEASE.record(units > 0);

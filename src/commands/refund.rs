@@ -4,11 +4,13 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, positive};
-use crate::commands::{evaluation_time, limiter_reply, open_limiter, replicate_with_at};
+use crate::commands::{
+    evaluation_time, limiter_reply, open_limiter, replicate_expiry, replicate_with_at,
+};
 use crate::core::flow;
 use crate::core::limiter::Decision;
-use crate::core::time::expiry_ms;
 use crate::error::RlError;
+use crate::ffi::command::Arg;
 use crate::ffi::notify::notify;
 use crate::stats;
 
@@ -45,7 +47,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = RefundRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.opts.at)?;
+    let eval = evaluation_time(ctx, req.opts.at)?;
+    let now = eval.now;
     let mut key = open_limiter(ctx, name, "RL.REFUND")?;
     let Some(mut state) = key.limiter()? else {
         stats::REFUND.record(false);
@@ -59,9 +62,11 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(RedisValue::Null);
     };
     if out.changed {
-        key.set_expire_at(expiry_ms(out.expires_at));
+        let expiry = eval.expiry(out.expires_at);
+        key.set_expire_at(expiry.ms);
         drop(key);
         replicate_with_at(ctx, c"rl.refund", &args, req.opts.at_index, now);
+        replicate_expiry(ctx, Arg::from(name), expiry);
         notify(ctx, c"rl.refund", name);
     }
     let d = Decision::from(out.verdict);
