@@ -255,7 +255,10 @@ impl Evaluation {
     pub fn expiry(&self, fresh_at: Micros) -> Expiry {
         let ms = expiry_ms(fresh_at);
         match self.keep_until.map(expiry_ms) {
-            Some(kept) if kept > ms => Expiry { ms: kept, kept: true },
+            Some(kept) if kept > ms => Expiry {
+                ms: kept,
+                kept: true,
+            },
             _ => Expiry { ms, kept: false },
         }
     }
