@@ -125,7 +125,7 @@ fn at_max_behind_is_a_module_config() {
 }
 
 /// Sum of what `n` calls of `call` at `at` grant; `granted` reads one reply.
-fn grants(c: &mut Conn, call: &[&str], at: u64, n: usize, granted: fn(&Reply) -> i64) -> i64 {
+fn grants(c: &mut Conn, call: &[&str], at: u64, n: usize, granted: Granted) -> i64 {
     (0..n)
         .map(|i| {
             let call: Vec<String> = call
@@ -139,6 +139,9 @@ fn grants(c: &mut Conn, call: &[&str], at: u64, n: usize, granted: fn(&Reply) ->
         })
         .sum()
 }
+
+/// How many units one reply granted.
+type Granted = fn(&Reply) -> i64;
 
 /// The limiter reply's `granted`.
 fn first(r: &Reply) -> i64 {
@@ -159,7 +162,7 @@ fn old_at_grants_once_across_the_keys_expiry() {
     let limited = |r: &Reply| i64::from(r.as_array().unwrap()[0].as_int() == Some(0));
     let appended = |r: &Reply| i64::from(r.as_int() != Some(-1));
     #[rustfmt::skip]
-    let cases: &[(&str, &[&str], fn(&Reply) -> i64)] = &[
+    let cases: &[(&str, &[&str], Granted)] = &[
         ("g",     &["RL.GCRA", "g", "1", "1", "1h"],                  first),
         ("t",     &["RL.TOKENBUCKET", "t", "1", "1", "1h"],           first),
         ("l",     &["RL.LEAKYBUCKET", "l", "1", "1", "1h"],           first),
