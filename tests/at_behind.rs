@@ -312,4 +312,9 @@ fn kept_expiry_reaches_replicas_and_the_aof() {
     m.ok(&["DEBUG", "LOADAOF"]);
     assert_eq!(state(&mut m, &keys), on_master);
     assert_eq!(m.int(&["DBSIZE"]), keys.len() as i64);
+    // And after a rewrite (each value, then the key's own PEXPIREAT).
+    m.ok(&["BGREWRITEAOF"]);
+    wait_rewrite_done(&mut m);
+    m.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(state(&mut m, &keys), on_master);
 }

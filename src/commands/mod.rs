@@ -465,3 +465,36 @@ pub fn run<C: LimiterCommand>(
     C::reply(ctx, &d, &outcome.verdict);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_is_kept_until_the_bound_only_when_later() {
+        let exact = Evaluation::exact(5_000_000);
+        assert_eq!(
+            exact.expiry(7_000_001),
+            Expiry {
+                ms: 7_001,
+                kept: false
+            }
+        );
+        let behind = Evaluation {
+            now: 5_000_000,
+            keep_until: Some(9_000_500),
+        };
+        // Rounded up like every expiry; kept only when that is a later ms than the state's.
+        #[rustfmt::skip]
+        let cases: &[(Micros, i64, bool)] = &[
+            // fresh at   ms      kept
+            (7_000_001,   9_001,  true),
+            (9_000_001,   9_001,  false),
+            (9_000_999,   9_001,  false),
+            (9_001_001,   9_002,  false),
+        ];
+        for &(fresh_at, ms, kept) in cases {
+            assert_eq!(behind.expiry(fresh_at), Expiry { ms, kept }, "{fresh_at}");
+        }
+    }
+}
