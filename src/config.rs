@@ -42,6 +42,10 @@ pub static AT_MAX_BEHIND: AtomicI64 = AtomicI64::new(AT_MAX_BEHIND_DEFAULT);
 /// Default of `ratelimit.at-max-behind`.
 pub const AT_MAX_BEHIND_DEFAULT: i64 = 60_000;
 
+/// Largest accepted `ratelimit.at-max-behind`: its µs, added to the server's clock for a key's
+/// expiry, fit in 64 bits exactly (about 292,000 years).
+pub const AT_MAX_BEHIND_LIMIT: i64 = i64::MAX / 1000;
+
 /// The current `ratelimit.at-max-behind` in µs, `None` when unbounded (`-1`).
 pub fn at_max_behind_us() -> Option<u64> {
     let ms = u64::try_from(AT_MAX_BEHIND.load(Ordering::Relaxed)).ok()?;

@@ -118,10 +118,25 @@ fn at_max_behind_is_a_module_config() {
     );
     // Without a bound, a key's expiry is its own (counted from the old AT): long gone.
     assert_eq!(c.int(&["EXISTS", "epoch"]), 0);
-    assert!(
-        c.cmd(&["CONFIG", "SET", "ratelimit.at-max-behind", "-2"])
-            .is_error()
-    );
+    // At most i64::MAX µs (about 292,000 years), so a kept expiry is never capped.
+    let (most, beyond) = (i64::MAX / 1000, i64::MAX / 1000 + 1);
+    for bad in ["-2".to_string(), beyond.to_string()] {
+        assert!(
+            c.cmd(&["CONFIG", "SET", "ratelimit.at-max-behind", &bad])
+                .is_error(),
+            "{bad}"
+        );
+    }
+    c.ok(&[
+        "CONFIG",
+        "SET",
+        "ratelimit.at-max-behind",
+        &most.to_string(),
+    ]);
+    let clock = server_ms(&mut c);
+    c.ints(&args!["RL.GCRA", "forever", 3, 1, "1s", "AT", 1]);
+    let kept = c.int(&["PEXPIRETIME", "forever"]);
+    assert!(kept >= clock as i64 + most && kept <= server_ms(&mut c) as i64 + most + 1);
 }
 
 /// Sum of what `n` calls of `call` at `at` grant; `granted` reads one reply.
