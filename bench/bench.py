@@ -979,6 +979,10 @@ class Bench:
         main = Server("main", self.workdir, mods, self.server_cpu).start()
         self.servers.append(main)
         cli = main.client()
+        if self.o.module:
+            # The memory fills write entries up to half an hour back (AT), beyond the default
+            # ratelimit.at-max-behind.
+            cli.call("CONFIG", "SET", "ratelimit.at-max-behind", "-1")
         for c in cmds:
             if c.kind == "lua":
                 c.sha = cli.call("SCRIPT", "LOAD", self.scripts[c.script])

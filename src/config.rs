@@ -31,3 +31,23 @@ pub fn at_max_ahead_us() -> Option<u64> {
     let ms = u64::try_from(AT_MAX_AHEAD.load(Ordering::Relaxed)).ok()?;
     Some(ms.saturating_mul(1_000))
 }
+
+/// `ratelimit.at-max-behind`: how far (ms) an `AT` may be behind the server's clock; `-1` for no
+/// bound. Old times never grant extra, even across a key's expiry: a key written by a call behind
+/// the server's clock is kept at least until the server's clock plus this bound, so the next old
+/// `AT` finds it rather than a fresh limiter. Commands replicated from a master or replayed from
+/// the AOF are exempt: they carry the master's resolved time, and its resolved expiry follows.
+pub static AT_MAX_BEHIND: AtomicI64 = AtomicI64::new(AT_MAX_BEHIND_DEFAULT);
+
+/// Default of `ratelimit.at-max-behind`.
+pub const AT_MAX_BEHIND_DEFAULT: i64 = 60_000;
+
+/// Largest accepted `ratelimit.at-max-behind`: its µs, added to the server's clock for a key's
+/// expiry, fit in 64 bits exactly (about 292,000 years).
+pub const AT_MAX_BEHIND_LIMIT: i64 = i64::MAX / 1000;
+
+/// The current `ratelimit.at-max-behind` in µs, `None` when unbounded (`-1`).
+pub fn at_max_behind_us() -> Option<u64> {
+    let ms = u64::try_from(AT_MAX_BEHIND.load(Ordering::Relaxed)).ok()?;
+    Some(ms.saturating_mul(1_000))
+}

@@ -48,6 +48,8 @@ pub enum RlError {
     Conflict(&'static str),
     /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
     AtAhead,
+    /// An `AT` further behind the server's clock than `ratelimit.at-max-behind`.
+    AtBehind,
     /// A `DEDUP` id longer than the maximum.
     IdTooLong,
     /// New parameters under which the key's current state would take too long to be fresh.
@@ -104,6 +106,7 @@ impl fmt::Display for RlError {
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
             RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
+            RlError::AtBehind => write!(f, "ERR AT is behind the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
             RlError::StateTooLong => write!(
                 f,

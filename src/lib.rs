@@ -131,6 +131,7 @@ macro_rules! module {
                 i64: [
                     ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
                     ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
+                    ["at-max-behind", &config::AT_MAX_BEHIND, config::AT_MAX_BEHIND_DEFAULT, -1, config::AT_MAX_BEHIND_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ],
                 string: [],
                 bool: [],

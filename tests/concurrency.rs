@@ -964,3 +964,65 @@ fn release_refund_and_unblock_run_when_the_server_is_out_of_memory() {
         [5, 5, 0, 0, 3_600_000]
     );
 }
+
+/// Reproducer for D5: `RL.ACQUIRE lk 10 1h ID w1 COST 5`, then `RL.ACQUIRE lk 3 1h ID w1 COST 5`
+/// replied `5 3 0 0 3600000`: a holder above a lowered limit renewed forever. A renewal is
+/// granted only if the units held, its own included, fit the limit given; a denied renewal
+/// writes nothing and the lease keeps its end.
+#[test]
+fn renewal_above_a_lowered_limit_is_denied_and_the_lease_keeps_its_end() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    const HOUR: u64 = 3_600_000;
+    let acquire = |c: &mut Conn, limit: u64, id: &str, extra: &[&str], at: u64| {
+        let mut cmd = args!["RL.ACQUIRE", "lk", limit, "1h", "ID", id, "COST", 5].to_vec();
+        cmd.extend(extra.iter().map(|s| s.as_bytes().to_vec()));
+        cmd.extend(args!["AT", at]);
+        c.ints(&cmd)
+    };
+    // w1 ends at t + 1 h, w2 at t + 1 h + 1 s: 10 held.
+    assert_eq!(
+        acquire(&mut c, 10, "w1", &[], t),
+        [5, 10, 5, 0, HOUR as i64]
+    );
+    assert_eq!(
+        acquire(&mut c, 10, "w2", &[], t + 1_000),
+        [5, 10, 0, 0, HOUR as i64]
+    );
+    let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "lk"]);
+    // Limit 6 at t + 2 s: w1 fits again once w2, the other lease, has ended (t + 1 h + 1 s).
+    let at = t + 2_000;
+    let left = (t + HOUR + 1_000 - at) as i64;
+    assert_eq!(acquire(&mut c, 6, "w1", &[], at), [0, 6, 0, left, left]);
+    // Limit 3: 5 units never fit.
+    assert_eq!(acquire(&mut c, 3, "w1", &[], at), [0, 3, 0, -1, left]);
+    // Nothing was written: the key's value, its expiry (w2's end) and RL.INFO are unchanged.
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "lk"]), digest);
+    assert_eq!(c.int(&["PEXPIRETIME", "lk"]) as u64, t + HOUR + 1_000);
+    assert_eq!(info_field(&mut c, "lk", "limit"), Some(10));
+    assert_eq!(info_field(&mut c, "lk", "leases"), Some(2));
+    assert_eq!(info_field(&mut c, "lk", "held"), Some(10));
+    // w1 still ends at t + 1 h: a µs before, nothing is free; at its end, its 5 units are.
+    let before = format!("{}.999", t + HOUR - 1);
+    assert_eq!(
+        c.ints(&args![
+            "RL.ACQUIRE",
+            "lk",
+            10,
+            "1h",
+            "ID",
+            "w3",
+            "COST",
+            5,
+            "PEEK",
+            "AT",
+            before
+        ]),
+        [0, 10, 0, 1, 1_001]
+    );
+    assert_eq!(
+        acquire(&mut c, 10, "w3", &["PEEK"], t + HOUR),
+        [5, 10, 0, 0, HOUR as i64]
+    );
+}

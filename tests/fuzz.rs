@@ -994,13 +994,16 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     payloads
 }
 
-/// Values at the bounds no call writes but a payload can hold: schedules (GCRA, token bucket,
-/// leaky bucket, in the fixed-width form) whose TAT is near 2^64 ticks at a rate of 1, so
-/// that a refund, a charge or a reply after them overflows or exceeds what a reply can state.
+/// Values at the bounds a payload can hold: schedules (GCRA, token bucket, leaky bucket, in the
+/// fixed-width form) whose TAT is at or near the furthest a stored value may hold, so that a
+/// refund, a charge or a reply after them meets the largest numbers a reply can state.
 fn edge_payloads(t_ms: u64) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for kind in [1u8, 2, 3] {
-        for tat in [u64::MAX, u64::MAX / 2 + 1_000_000_000_000] {
+        // The furthest TAT a value may hold (its last update plus 2^63 - 1 µs, at rate 1), and
+        // one a little before it: anything later is refused as a payload.
+        let furthest = (t_ms * 1000).saturating_add(i64::MAX as u64);
+        for tat in [furthest, furthest - 1_000_000_000_000] {
             let mut p = vec![3u8, kind];
             p.extend_from_slice(&(t_ms * 1000).to_le_bytes());
             p.extend_from_slice(&tat.to_le_bytes());

@@ -169,31 +169,34 @@ fn gcra_payload(last_update: u64, tat: u64, burst: u64, rate: u64, period: u64) 
 }
 
 #[test]
-fn refund_that_errors_changes_nothing_on_master_or_replica() {
-    // A GCRA key (1 per second) whose TAT is 2^64 µs: about 2^63 µs after the refund gives a
-    // unit back, more than any reply can state, so the call fails. It must change nothing: the
-    // master keeps the value the replica has (a failed call replicates nothing).
+fn payloads_past_the_bounds_change_nothing_and_refunds_at_them_replicate() {
+    // A GCRA value (1 per second) may hold a TAT up to 2^63 - 1 µs after its last update; one
+    // past that is refused by RL._SET (an error changes nothing and replicates nothing). A
+    // refund on a value at the bound gives its unit back, and the replica follows it exactly.
     let master = Server::start();
     let replica = Server::replica_of(&master);
     let mut m = master.conn();
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    let payload = gcra_payload(now_us - 1_000_000, u64::MAX, 1, 1, 1_000_000);
-    m.ok(&args!["RL._SET", "k", payload]);
-    wait_replica_synced(&master, &replica);
-    let before = m.cmd(&["DEBUG", "DIGEST-VALUE", "k"]);
+    let now_ms = base_ms();
+    let last = (now_ms - 1_000) * 1000;
+    let furthest = last + i64::MAX as u64;
     let offset = m.info_field("replication", "master_repl_offset");
-    for _ in 0..2 {
-        let e = m.err(&["RL.REFUND", "k", "1"]);
-        assert!(
-            e.starts_with("ERR parameters too large for the key's current state"),
-            "{e}"
-        );
+    for tat in [furthest + 1, u64::MAX] {
+        let e = m.err(&args![
+            "RL._SET",
+            "k",
+            gcra_payload(last, tat, 1, 1, 1_000_000)
+        ]);
+        assert!(e.starts_with("ERR invalid rate limiter payload"), "{e}");
     }
-    assert_eq!(m.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), before);
+    assert_eq!(m.int(&["EXISTS", "k"]), 0);
     assert_eq!(m.info_field("replication", "master_repl_offset"), offset);
+    m.ok(&args![
+        "RL._SET",
+        "k",
+        gcra_payload(last, furthest, 1, 1, 1_000_000)
+    ]);
+    let r = m.ints(&args!["RL.REFUND", "k", 1, "AT", now_ms]);
+    assert_eq!(r[0], 1, "{r:?}");
     assert_eq!(m.int(&["WAIT", "1", "5000"]), 1);
     assert_same_state(&master, &replica);
 }

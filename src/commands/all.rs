@@ -117,7 +117,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Ok(RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
-    let now = evaluation_time(ctx, parsed.opts.at)?;
+    let eval = evaluation_time(ctx, parsed.opts.at)?;
+    let now = eval.now;
     let req: Request = parsed.opts.request(now);
     let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
 
@@ -184,7 +185,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             at_index: parsed.opts.at_index,
             now,
         };
-        finish(ctx, tail, &mut keys, propagate, granted, |ctx| {
+        finish(ctx, tail, eval, &mut keys, propagate, granted, |ctx| {
             reply_decision(ctx, &d)
         })
     })?;

@@ -4,8 +4,8 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::args::{Args, Options, duration};
-use crate::commands::evaluation_time;
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::{Evaluation, evaluation_time};
 use crate::core::Micros;
 use crate::core::flow;
 use crate::core::time::ceil_ms;
@@ -50,7 +50,8 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = BlockRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.opts.at)?;
+    let eval = evaluation_time(ctx, req.opts.at)?;
+    let now = eval.now;
     let mut key = LimiterKey::open(ctx, name);
     let (fate, until, at) = match key.limiter("rl.block")? {
         Some(mut state) => {
@@ -81,6 +82,7 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
+            eval,
             &mut [Touched::new(key, name, fate)],
             propagate,
             true,
@@ -132,6 +134,8 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     finish(
         ctx,
         tail,
+        // Not a clock-dependent write: the key keeps its state's own expiry.
+        Evaluation::exact(0),
         &mut [Touched::new(key, name, fate)],
         propagate,
         in_force,

@@ -59,7 +59,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = CheckRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.opts.at)?;
+    // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
+    let now = evaluation_time(ctx, req.opts.at)?.now;
     let mut key = LimiterKey::open_read(ctx, name);
     let value = key.limiter_copy("rl.check")?;
     let state = value.as_ref();

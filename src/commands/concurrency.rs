@@ -157,7 +157,8 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let parsed = Release::parse(&bytes)?;
     let key_name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, parsed.at)?;
+    let eval = evaluation_time(ctx, parsed.at)?;
+    let now = eval.now;
     let mut key = LimiterKey::open(ctx, Arg::from(key_name));
     let (fate, units, now) = match key.limiter("rl.release")? {
         None => (Fate::Unchanged, 0, now),
@@ -195,6 +196,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
+            eval,
             &mut [Touched::new(key, key_name, fate)],
             propagate,
             units > 0,

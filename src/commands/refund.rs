@@ -50,7 +50,8 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     let req = RefundRequest::parse(&bytes)?;
     let name = args.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.opts.at)?;
+    let eval = evaluation_time(ctx, req.opts.at)?;
+    let now = eval.now;
     let mut key = LimiterKey::open(ctx, name);
     let held = key.limiter(NAME)?;
     // Judged before anything changes: a refund that errors changes nothing.
@@ -87,6 +88,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         finish(
             ctx,
             tail,
+            eval,
             &mut [Touched::new(key, name, fate)],
             propagate,
             granted,

@@ -28,7 +28,6 @@ use crate::core::stream_count::{
     self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
     window_start_ms,
 };
-use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::command::{Argv, Handler};
 use crate::ffi::notify::{Class, notify_as};
@@ -157,7 +156,8 @@ impl Handler for StreamCount {
 pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
     let req = StreamCountRequest::parse(bytes)?;
     let name = argv.get(1).ok_or(RlError::Arity)?;
-    let now = evaluation_time(ctx, req.at)?;
+    let eval = evaluation_time(ctx, req.at)?;
+    let now = eval.now;
     let cut = StreamId::at_ms(window_start_ms(now, req.window));
     let db = selected_db(ctx);
 
@@ -239,7 +239,8 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
         tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xtrim", name));
     }
 
-    let expire_at = ceil_ms(now.saturating_add(req.window));
+    // `window` after the evaluation time, and no earlier than a call behind the clock keeps it.
+    let expire_at = eval.expiry(now.saturating_add(req.window)).ms;
     if key.expire_at() != expire_at {
         key.set_expire_at(expire_at);
         // A time from `ceil_ms`: never negative.

@@ -7,10 +7,9 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisString};
 
-use crate::commands::{replicate_argv_with_at, replicate_state};
+use crate::commands::{Evaluation, replicate_argv_with_at, replicate_expiry, replicate_state};
 use crate::core::flow::Write;
 use crate::core::packed::StateMut;
-use crate::core::time::expiry_ms;
 use crate::core::{LimiterState, Micros};
 use crate::error::RlError;
 use crate::ffi;
@@ -156,9 +155,11 @@ impl<'a> Touched<'a> {
     }
 }
 
-/// The end of a write command: each of `keys` written back, expired or deleted, and closed;
-/// then, if any was written, the call propagated as `propagate` says and the event fired on each
-/// written key; the call counted (`granted`: in the granted column), and `reply` sent.
+/// The end of a write command evaluated as `eval` says: each of `keys` written back, expired
+/// ([`Evaluation::expiry`]: kept longer for a call behind the clock) or deleted, and closed;
+/// then, if any was written, the call propagated as `propagate` says (followed by the expiry of
+/// each key kept longer than its state implies) and the event fired on each written key; the
+/// call counted (`granted`: in the granted column), and `reply` sent.
 ///
 /// # Errors
 /// [`RlError::WrongType`] if Redis refused a new value (it does not for a key opened for
@@ -167,6 +168,7 @@ impl<'a> Touched<'a> {
 pub fn finish(
     ctx: &Context,
     tail: Tail,
+    eval: Evaluation,
     keys: &mut [Touched<'_>],
     propagate: Propagate<'_>,
     granted: bool,
@@ -174,7 +176,7 @@ pub fn finish(
 ) -> Result<(), RlError> {
     let mut wrote = false;
     for k in keys.iter_mut() {
-        wrote |= write_key(ctx, tail, k, propagate)?;
+        wrote |= write_key(ctx, tail, eval, k, propagate)?;
     }
     if wrote {
         match propagate {
@@ -186,6 +188,13 @@ pub fn finish(
             } => replicate_argv_with_at(ctx, tail.event, argv, at_index, now),
             Propagate::Plain(args) => ffi::replicate::replicate(ctx, tail.event, args),
         }
+        if eval.keep_until.is_some() {
+            for k in keys.iter() {
+                if let Fate::Written { expires_at, .. } = k.fate {
+                    replicate_expiry(ctx, k.name, eval.expiry(expires_at));
+                }
+            }
+        }
         for k in keys.iter().filter(|k| k.fate.written()) {
             notify(ctx, tail.event, k.name);
         }
@@ -195,13 +204,14 @@ pub fn finish(
     Ok(())
 }
 
-/// One key's part of [`finish`]: its new value stored, its expiry set (the value propagated
+/// One key's part of [`finish`]: its new value stored, its expiry set as `eval` says (the value propagated
 /// itself under [`Propagate::Value`]) or the key deleted, and the key closed. Whether it was
 /// written.
 #[inline(always)]
 fn write_key(
     ctx: &Context,
     tail: Tail,
+    eval: Evaluation,
     k: &mut Touched<'_>,
     propagate: Propagate<'_>,
 ) -> Result<bool, RlError> {
@@ -224,7 +234,7 @@ fn write_key(
             {
                 replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
             }
-            k.key.set_expire_at(expiry_ms(*expires_at));
+            k.key.set_expire_at(eval.expiry(*expires_at).ms);
         }
         Fate::Deleted => k.key.delete(),
     }

@@ -91,8 +91,9 @@ pub fn server_bin() -> String {
 
 /// Module configs every test server gets unless the test sets them: tests drive time with `AT`
 /// an hour or more ahead of the clock (`base_ms`), which the default `ratelimit.at-max-ahead`
-/// (1000 ms) refuses.
-pub const TEST_MODULE_ARGS: &[&str] = &["at-max-ahead", "-1"];
+/// (1000 ms) refuses, and step back from it by hours, which the default
+/// `ratelimit.at-max-behind` (60000 ms) refuses once the real clock has passed those times.
+pub const TEST_MODULE_ARGS: &[&str] = &["at-max-ahead", "-1", "at-max-behind", "-1"];
 
 fn module_args() -> Vec<String> {
     std::env::var("RL_MODULE_ARGS")

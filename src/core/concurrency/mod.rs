@@ -4,13 +4,16 @@
 //!
 //! - Acquiring takes `cost` units under the call's lease id until `lease` after the call, if
 //!   they fit beside the live leases. Acquiring an id that holds a live lease renews it (its
-//!   expiry moves to `now + lease`, no new units); a different cost for it is an error.
+//!   expiry moves to `now + lease`, no new units) if the units held, its own included, fit the
+//!   limit given; under a lowered limit they exceed, the renewal is denied and the lease keeps
+//!   its end. A different cost for it is an error.
 //! - A lease is live while `now < expiry`. Expired leases are ignored when evaluating and
 //!   dropped at the next write.
 //! - `retry_after` is exact: the earliest time at which the leases expired by then free enough
 //!   units for `cost` to fit; never when `cost > limit`. `reset_after` is when the last lease
 //!   expires, which is also the key's expiry.
-//! - A lowered limit keeps the leases (denying until enough expire or are released).
+//! - A lowered limit keeps the leases (denying new leases and renewals until enough expire or
+//!   are released).
 //!
 //! The id is the one per-call parameter: RL.ACQUIRE's `ID`, RL.ALL's `DEDUP` id. It is part of
 //! [`ConcurrencyParams`] for the call and never encoded (a committed state holds `None`). RL.CHECK takes
@@ -122,6 +125,19 @@ impl Concurrency {
         self.0.leases.get(id?).filter(|l| l.expiry > now)
     }
 
+    /// The earliest expiry by which the leases other than `own` (a live lease at `now`) have
+    /// freed `units` units beyond those already expired at `now`.
+    fn time_when_others_free(&self, own: Lease, units: u64, now: Micros) -> Option<Micros> {
+        let leases = &self.0.leases;
+        let target = leases.expired_units(now).saturating_add(units);
+        // Before `own` ends, the leases expired are all others'; from its end on, they include
+        // its units.
+        match leases.time_when_freed(target)? {
+            at if at < own.expiry => Some(at),
+            _ => leases.time_when_freed(target.saturating_add(u64::from(own.units))),
+        }
+    }
+
     /// Time from `now` until the last live lease expires.
     fn reset_after(&self, now: Micros, also: Option<Micros>) -> Micros {
         self.0
@@ -179,13 +195,30 @@ impl Algorithm for Concurrency {
                     "COST differs from the units the lease holds",
                 ));
             }
-            // A renewal: no new units.
+            // A renewal: no new units, if the units held (its own included) fit the limit.
+            if held <= limit {
+                return Ok(Verdict {
+                    granted: cost,
+                    limit,
+                    remaining: free,
+                    retry: Retry::Granted,
+                    reset_after: self.reset_after(now, Some(until)),
+                });
+            }
+            // Above a lowered limit: denied, and the lease keeps its end. It fits again (renewed,
+            // or acquired anew once it ended) when the other leases hold at most `limit − cost`.
+            let retry = limiter::retry(0, cost, limit, || {
+                let need = held.saturating_sub(limit);
+                self.time_when_others_free(lease, need, now)
+                    .map(|at| at.saturating_sub(now))
+                    .ok_or(CoreError::Overflow)
+            })?;
             return Ok(Verdict {
-                granted: cost,
+                granted: 0,
                 limit,
-                remaining: free,
-                retry: Retry::Granted,
-                reset_after: self.reset_after(now, Some(until)),
+                remaining: 0,
+                retry,
+                reset_after: self.reset_after(now, None),
             });
         }
         // All or nothing: a lease holds what it asked for (BESTEFFORT is refused where it

@@ -102,14 +102,17 @@ impl Model {
             if units != cost {
                 return None;
             }
-            let reset = self.reset(now, until);
-            if !peek {
-                self.leases.insert(id, (units, until));
-                self.last = now;
+            // A renewal under a limit that the units held (its own included) exceed is denied
+            // below, like a new lease that does not fit.
+            if held <= limit {
+                let reset = self.reset(now, until);
+                if !peek {
+                    self.leases.insert(id, (units, until));
+                    self.last = now;
+                }
+                return Some((cost, free, 0, reset));
             }
-            return Some((cost, free, 0, reset));
-        }
-        if cost <= free {
+        } else if cost <= free {
             let reset = self.reset(now, until);
             if !peek {
                 self.leases.retain(|_, (_, e)| *e > now);
@@ -122,22 +125,25 @@ impl Model {
         if cost > limit {
             return Some((0, free, -1, self.reset(now, 0)));
         }
-        // The earliest live expiry after which the request fits, tried one by one.
-        let mut ends: Vec<Micros> = self.live(now).map(|(_, (_, e))| *e).collect();
-        ends.sort_unstable();
-        let at = ends
-            .into_iter()
-            .find(|&end| {
-                let still: u64 = self.live(end).map(|(_, (u, _))| u).sum();
-                still + cost <= limit
-            })
-            .unwrap();
+        let at = self.fits_from(limit, id, cost, now);
         Some((
             0,
             free,
             i64::try_from((at - now).div_ceil(1000)).unwrap(),
             self.reset(now, 0),
         ))
+    }
+
+    /// For a denied acquire of `cost` ≤ `limit` under `id` at `now`: the earliest expiry of
+    /// another live lease at which the other leases still live hold at most `limit − cost`,
+    /// tried one by one (then `id` renews, or acquires anew once its own lease ended).
+    fn fits_from(&self, limit: u64, id: u8, cost: u64, now: Micros) -> Micros {
+        let others = |at: Micros| self.live(at).filter(move |(i, _)| **i != id);
+        let mut ends: Vec<Micros> = others(now).map(|(_, (_, e))| *e).collect();
+        ends.sort_unstable();
+        ends.into_iter()
+            .find(|&end| others(end).map(|(_, (u, _))| u).sum::<u64>() + cost <= limit)
+            .unwrap()
     }
 
     fn release(&mut self, id: u8, t: Micros) -> u64 {
@@ -223,8 +229,7 @@ proptest! {
                                 let at = now + retry as u64 * 1000;
                                 let peek = Request { peek: true, ..Request::new(cost, at) };
                                 prop_assert_eq!(key.acquire(&p, &peek).unwrap().granted as u64, cost);
-                                let exact = model.live(now).map(|(_, (_, e))| *e)
-                                    .filter(|&e| e <= at).max().unwrap();
+                                let exact = model.fits_from(limit, id, cost, now);
                                 let before = Request { peek: true, ..Request::new(cost, exact - 1) };
                                 prop_assert_eq!(key.acquire(&p, &before).unwrap().granted, 0);
                             }
@@ -381,5 +386,104 @@ fn concurrency_holds_65536_leases_in_logarithmic_depth() {
         )))
         .map(|s| s.algo),
         Some(Some(c.into_state()))
+    );
+}
+
+/// Reproducer for D5: `RL.ACQUIRE lk 10 1h ID w1 COST 5`, then `RL.ACQUIRE lk 3 1h ID w1 COST 5`
+/// renewed the lease (`5 3 0 0 3600000`), so a holder above a lowered limit renewed forever. A
+/// renewal is granted only if the units held, its own included, fit the limit given; a denied
+/// one keeps the lease's end.
+#[test]
+fn renewal_above_a_lowered_limit_is_denied_and_keeps_its_end() {
+    const HOUR: Micros = 3_600_000_000;
+    let p = |limit, id| params(limit, HOUR, id);
+    let mut k = Key::default();
+    let mut call = |limit: u64, id: u8, at_ms: u64| {
+        let d = k
+            .acquire(&p(limit, id), &Request::new(5, T0 + at_ms * 1000))
+            .unwrap();
+        [
+            d.granted,
+            d.limit,
+            d.remaining,
+            d.retry_after_ms,
+            d.reset_after_ms,
+        ]
+    };
+    #[rustfmt::skip]
+    let rows: &[(u64, u8, u64, [i64; 5])] = &[
+        // limit id at ms  granted limit remaining retry      reset
+        (10, 1, 0,         [5, 10, 5, 0,         3_600_000]),
+        (10, 2, 1_000,     [5, 10, 0, 0,         3_600_000]),
+        // Limit 6: 10 held. Lease 1 fits again (renewed, or anew after its end at 1 h) once
+        // the others hold at most 1: when lease 2 ends, at 1 h + 1 s.
+        (6,  1, 2_000,     [0, 6, 0, 3_599_000,  3_599_000]),
+        // Limit 3: 5 units never fit.
+        (3,  1, 2_000,     [0, 3, 0, -1,         3_599_000]),
+        // Limit 10 again: renewed to 1 h + 3 s.
+        (10, 1, 3_000,     [5, 10, 0, 0,         3_600_000]),
+    ];
+    for (i, (limit, id, at, want)) in rows.iter().enumerate() {
+        assert_eq!(call(*limit, *id, *at), *want, "row {i}");
+    }
+    // The denied renewals wrote nothing: lease 1 ended at 1 h + 3 s (the last renewal), not
+    // later.
+    let conc = Concurrency::from_state(k.0.as_ref().unwrap().algo.as_ref().unwrap()).unwrap();
+    let ends: Vec<(u32, Micros)> = conc.leases().iter().map(|l| (l.units, l.expiry)).collect();
+    assert_eq!(
+        ends,
+        [(5, T0 + HOUR + 1_000_000), (5, T0 + HOUR + 3_000_000)]
+    );
+    assert_eq!(k.0.as_ref().unwrap().last_update, T0 + 3_000_000);
+}
+
+/// A denied renewal waits for the other leases only: its own lease ending first frees nothing
+/// for it (it must take its units again).
+#[test]
+fn denied_renewal_waits_for_the_other_leases_not_its_own() {
+    let mut k = Key::default();
+    let at = |ms: u64| T0 + ms * 1000;
+    // Lease 1: 2 units until 10 s; lease 2: 2 units until 20 s; lease 3: 1 unit until 30 s.
+    for (id, cost, lease_ms, t) in [
+        (1u8, 2u64, 10_000u64, 0u64),
+        (2, 2, 19_000, 1_000),
+        (3, 1, 28_000, 2_000),
+    ] {
+        let d = k
+            .acquire(&params(5, lease_ms * 1000, id), &Request::new(cost, at(t)))
+            .unwrap();
+        assert_eq!(d.granted as u64, cost);
+    }
+    // Limit 3 at 3 s: 5 held; lease 1 fits once the others hold at most 1: lease 2 ends at
+    // 20 s (lease 1's own end at 10 s frees nothing for it).
+    let d = k
+        .acquire(&params(3, 10_000_000, 1), &Request::new(2, at(3_000)))
+        .unwrap();
+    assert_eq!(
+        [
+            d.granted,
+            d.limit,
+            d.remaining,
+            d.retry_after_ms,
+            d.reset_after_ms
+        ],
+        [0, 3, 0, 17_000, 27_000]
+    );
+    // Exact: at 20 s lease 1 (ended) is taken anew; a µs before, not.
+    let peek = |t| Request {
+        peek: true,
+        ..Request::new(2, t)
+    };
+    assert_eq!(
+        k.acquire(&params(3, 10_000_000, 1), &peek(at(20_000) - 1))
+            .unwrap()
+            .granted,
+        0
+    );
+    assert_eq!(
+        k.acquire(&params(3, 10_000_000, 1), &peek(at(20_000)))
+            .unwrap()
+            .granted,
+        2
     );
 }
