@@ -29,10 +29,12 @@ pub mod args;
 pub mod block;
 pub mod check;
 pub mod concurrency;
+pub mod evaluation;
 pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod propagate;
 pub mod refund;
 pub mod registry;
 pub mod restore;
@@ -43,27 +45,24 @@ pub mod tail;
 pub mod throttle;
 pub mod token_bucket;
 
-use std::cell::RefCell;
+pub use evaluation::{Evaluation, Expiry, evaluation_time};
+pub use propagate::{
+    STATE_REPLICATION_MAX, replicate_argv_with_at, replicate_expiry, replicate_state,
+};
+
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
-use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use crate::commands::args::{AT_BUF, Options, format_at_into};
-use crate::commands::restore::SET_COMMAND;
+use crate::commands::args::Options;
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
-use crate::core::Micros;
-use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::flow;
 use crate::core::limiter::{Algorithm, Decision, Verdict};
-use crate::core::packed::Encodable;
 use crate::core::state::Stored;
-use crate::core::time::expiry_ms;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
-use crate::ffi;
-use crate::ffi::clock::server_now;
 use crate::ffi::command::{Arg, Argv, Handler};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
@@ -141,156 +140,6 @@ pub trait LimiterCommand {
     fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
         reply_decision(ctx, decision);
     }
-}
-
-/// Longest encoded value replicated as itself (`RL._SET`); a longer one (a sliding log with many
-/// entries, `DEDUP` ids) replicates as its command.
-pub const STATE_REPLICATION_MAX: usize = 48;
-
-thread_local! {
-    /// The encoding buffer of [`replicate_state`], reused by every call (commands run on the
-    /// main thread).
-    static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
-/// bytes; `false` (nothing propagated) otherwise.
-pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
-    // The common value is a copy of its fixed-width words.
-    if let Some(payload) = state.fixed_payload() {
-        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, &payload);
-        return true;
-    }
-    // A value known too long (a log of many entries) is not encoded to find out.
-    if state.surely_longer_than(STATE_REPLICATION_MAX) {
-        return false;
-    }
-    PAYLOAD.with_borrow_mut(|buf| {
-        buf.clear();
-        state.encode_into(buf);
-        if buf.len() > STATE_REPLICATION_MAX {
-            return false;
-        }
-        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, buf);
-        true
-    })
-}
-
-/// Propagate command `name` with `argv` (minus `argv[0]` and any `AT t` pair at `at_index`) and
-/// `AT <now>`: the deterministic form of a call whose result depended on the clock.
-///
-/// The call's own argument strings are passed on as they are; only `AT` and the time are new.
-pub fn replicate_argv_with_at(
-    ctx: &Context,
-    name: &CStr,
-    argv: Argv<'_>,
-    at_index: Option<usize>,
-    now: Micros,
-) {
-    let mut buf = [0u8; AT_BUF];
-    let at = format_at_into(now, &mut buf);
-    let kept = argv
-        .iter()
-        .enumerate()
-        .skip(1)
-        .filter(|(i, _)| !at_index.is_some_and(|s| *i == s || *i == s.saturating_add(1)))
-        .map(|(_, a)| a);
-    ffi::replicate::replicate_with(ctx, name, kept, c"AT", at);
-}
-
-/// When a call is evaluated, and how long the keys it writes are kept at least.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Evaluation {
-    /// The evaluation time: the server's clock, or `AT`.
-    pub now: Micros,
-    /// For a call behind the server's clock: the server's clock plus `ratelimit.at-max-behind`,
-    /// before which no key it writes may expire (a key whose expiry was counted from an old
-    /// `AT` must not come back fresh for the next old `AT`). `None` for every other call.
-    pub keep_until: Option<Micros>,
-}
-
-/// A key's expiry as a call writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expiry {
-    /// Unix ms.
-    pub ms: i64,
-    /// Kept past the state's own expiry (which is what replicas and the AOF compute).
-    pub kept: bool,
-}
-
-impl Evaluation {
-    /// A call at `now` whose keys expire by the state's own rule.
-    pub fn exact(now: Micros) -> Self {
-        Evaluation {
-            now,
-            keep_until: None,
-        }
-    }
-
-    /// The expiry of a key this call leaves fresh again at `fresh_at`: that time, or later when
-    /// the call is behind the server's clock.
-    pub fn expiry(&self, fresh_at: Micros) -> Expiry {
-        let ms = expiry_ms(fresh_at);
-        match self.keep_until.map(expiry_ms) {
-            Some(kept) if kept > ms => Expiry {
-                ms: kept,
-                kept: true,
-            },
-            _ => Expiry { ms, kept: false },
-        }
-    }
-}
-
-/// Propagate `PEXPIREAT key <ms>` after a write's own propagation when the write kept the key
-/// past the expiry its state implies: replicas and the AOF compute that one from the state, so
-/// they get the master's resolved expiry too (whatever their own clock).
-pub fn replicate_expiry(ctx: &Context, key: Arg<'_>, expiry: Expiry) {
-    if expiry.kept {
-        let mut buf = [0u8; U64_DIGITS];
-        // An expiry from `expiry_ms`: never negative.
-        let at = format_u64_into(expiry.ms.unsigned_abs(), &mut buf);
-        ffi::replicate::replicate_key_bytes(ctx, c"PEXPIREAT", key, at);
-    }
-}
-
-/// The evaluation of a call: at the server's clock, or at `at` when given. An `at` more than
-/// `ratelimit.at-max-ahead` ahead of the server's clock, or more than `ratelimit.at-max-behind`
-/// behind it, is refused; an accepted `at` behind it keeps the keys the call writes until the
-/// server's clock plus that bound. A call from the master or the AOF is exempt from both (it
-/// carries the master's resolved time, which must be applied as is, and the master's resolved
-/// expiry follows it).
-///
-/// A call without `AT` reads the clock and nothing else.
-///
-/// # Errors
-/// [`RlError::AtAhead`], [`RlError::AtBehind`].
-pub fn evaluation_time(ctx: &Context, at: Option<Micros>) -> Result<Evaluation, RlError> {
-    let Some(at) = at else {
-        return Ok(Evaluation::exact(server_now()));
-    };
-    if ctx
-        .get_flags()
-        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
-    {
-        return Ok(Evaluation::exact(at));
-    }
-    let clock = server_now();
-    if config::at_max_ahead_us().is_some_and(|ahead| at > clock.saturating_add(ahead)) {
-        return Err(RlError::AtAhead);
-    }
-    let Some(behind) = config::at_max_behind_us() else {
-        return Ok(Evaluation::exact(at));
-    };
-    if at >= clock {
-        return Ok(Evaluation::exact(at));
-    }
-    if clock.saturating_sub(at) > behind {
-        return Err(RlError::AtBehind);
-    }
-    Ok(Evaluation {
-        now: at,
-        keep_until: Some(clock.saturating_add(behind)),
-    })
 }
 
 /// The limiter reply's field names, in order.
@@ -416,37 +265,4 @@ pub fn run<C: LimiterCommand>(
         granted,
         |ctx| C::reply(ctx, &d, &outcome.verdict),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expiry_is_kept_until_the_bound_only_when_later() {
-        let exact = Evaluation::exact(5_000_000);
-        assert_eq!(
-            exact.expiry(7_000_001),
-            Expiry {
-                ms: 7_001,
-                kept: false
-            }
-        );
-        let behind = Evaluation {
-            now: 5_000_000,
-            keep_until: Some(9_000_500),
-        };
-        // Rounded up like every expiry; kept only when that is a later ms than the state's.
-        #[rustfmt::skip]
-        let cases: &[(Micros, i64, bool)] = &[
-            // fresh at   ms      kept
-            (7_000_001,   9_001,  true),
-            (9_000_001,   9_001,  false),
-            (9_000_999,   9_001,  false),
-            (9_001_001,   9_002,  false),
-        ];
-        for &(fresh_at, ms, kept) in cases {
-            assert_eq!(behind.expiry(fresh_at), Expiry { ms, kept }, "{fresh_at}");
-        }
-    }
 }

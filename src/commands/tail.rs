@@ -7,7 +7,8 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisString};
 
-use crate::commands::{Evaluation, replicate_argv_with_at, replicate_expiry, replicate_state};
+use crate::commands::evaluation::Evaluation;
+use crate::commands::propagate::{replicate_argv_with_at, replicate_expiry, replicate_state};
 use crate::core::flow::Write;
 use crate::core::packed::StateMut;
 use crate::core::{LimiterState, Micros};
