@@ -140,7 +140,7 @@ const TIMEOUT = 300;
 async function pausedServer() {
   const s = await startServer();
   const c = new Redis(s.port, "127.0.0.1");
-  const sleeping = c.call("DEBUG", "SLEEP", "2").catch(() => {});
+  const sleeping = c.call("DEBUG", "SLEEP", "1").catch(() => {});
   await new Promise((r) => setTimeout(r, 100));
   return { port: s.port, async stop() { await sleeping; c.disconnect(); await s.stop(); } };
 }

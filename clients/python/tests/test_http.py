@@ -176,10 +176,10 @@ TIMEOUT = 0.3
 
 @pytest.fixture
 def paused() -> Iterator[RedisModuleServer]:
-    """A server that sleeps (DEBUG SLEEP 2) while the test runs."""
+    """A server that sleeps (DEBUG SLEEP 1) while the test runs."""
     with RedisModuleServer() as s:
         c = redis.Redis(host=s.host, port=s.port)
-        t = threading.Thread(target=lambda: c.execute_command("DEBUG", "SLEEP", "2"))
+        t = threading.Thread(target=lambda: c.execute_command("DEBUG", "SLEEP", "1"))
         t.start()
         time.sleep(0.1)
         yield s
