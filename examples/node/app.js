@@ -16,8 +16,8 @@ const http = require("node:http");
 const Redis = require("ioredis");
 const { RateLimiter, gcra, rateLimitHeaders } = require("redis-ratelimit-client");
 
-// The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window in the
-// RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
+// The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window
+// in the RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
 const BURST = Number(process.env.RL_BURST || 5);
 const POLICY = gcra(BURST, Number(process.env.RL_RATE || 5), `${Number(process.env.RL_PERIOD_S || 10)}s`);
 

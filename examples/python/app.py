@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlparse
 import redis
 from redis_ratelimit_client import GCRA, RateLimiter, rate_limit_headers
 
-# The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window in the
-# RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
+# The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window
+# in the RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
 POLICY = GCRA(
     burst=int(os.environ.get("RL_BURST", "5")),
     rate=int(os.environ.get("RL_RATE", "5")),
