@@ -2,11 +2,12 @@
 # Run the example HTTP services (examples/python, examples/node) against a real server with the
 # module, installing what they need first and saying what:
 #
-#   Python: redis==8.1.0 (redis-py) from PyPI, into the virtualenv $RL_EXAMPLES_VENV
-#           (default ~/.cache/redis-ratelimit/examples)
+#   Python: redis==8.1.0 (redis-py) and hatchling from PyPI, into the virtualenv
+#           $RL_EXAMPLES_VENV (default ~/.cache/redis-ratelimit/examples), then the client
+#           package with `pip install ./clients/python`
 #   Node:   node and npm from apt (Debian's nodejs and npm packages) when missing, then
-#           ioredis 6.0.0 from the npm registry into examples/node/node_modules (npm ci, from the
-#           committed package-lock.json)
+#           ioredis 6.0.0 from the npm registry and the client package (clients/node, linked)
+#           into examples/node/node_modules (npm ci, from the committed package-lock.json)
 #
 # usage: RL_MODULE=path/to/libredis_ratelimit.so [RL_SERVER=redis-server] scripts/examples.sh
 set -euo pipefail
@@ -14,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${RL_EXAMPLES_VENV:-$HOME/.cache/redis-ratelimit/examples}
 PY=${PYTHON:-python3}
-PY_PACKAGES=(redis==8.1.0)
+PY_PACKAGES=(redis==8.1.0 hatchling==1.33.0)
 
 NAME=examples
 . "$root/scripts/lib.sh"
@@ -32,6 +33,8 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${PY_PACKA
     "${PY_PACKAGES[@]}" || die "pip install ${PY_PACKAGES[*]} failed (is PyPI reachable?)"
   echo "${PY_PACKAGES[*]}" >"$stamp"
 fi
+"$VENV/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps \
+  --no-build-isolation "$root/clients/python" || die "pip install ./clients/python failed"
 
 # Node side.
 missing=()
@@ -46,8 +49,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 node_dir="$root/examples/node"
 if [ ! -f "$node_dir/node_modules/ioredis/package.json" ] ||
+  [ ! -e "$node_dir/node_modules/redis-ratelimit-client/package.json" ] ||
   [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-  say "installing ioredis from the npm registry into examples/node/node_modules (npm ci)"
+  say "installing ioredis from the npm registry and clients/node into examples/node/node_modules (npm ci)"
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
     die "npm ci failed (is the npm registry reachable?)"
 fi

@@ -1,4 +1,5 @@
-// A small HTTP service rate-limited with redis-ratelimit (RL.GCRA), using ioredis and node:http.
+// A small HTTP service rate-limited with redis-ratelimit (RL.GCRA), using the redis-ratelimit-client
+// package (clients/node, on ioredis) and node:http.
 //
 // Every request is charged to its client (the X-Api-Key header, else the peer address):
 //   GET /hello             costs 1 unit
@@ -13,35 +14,24 @@
 
 const http = require("node:http");
 const Redis = require("ioredis");
+const { RateLimiter, gcra, rateLimitHeaders } = require("redis-ratelimit-client");
 
-// The policy: bursts of BURST requests, RATE per PERIOD_S seconds sustained. An exhausted client
-// is back to a full burst after BURST * PERIOD_S / RATE seconds: the policy's window.
+// The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window
+// in the RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
 const BURST = Number(process.env.RL_BURST || 5);
-const RATE = Number(process.env.RL_RATE || 5);
-const PERIOD_S = Number(process.env.RL_PERIOD_S || 10);
-const WINDOW_S = Math.ceil((BURST * PERIOD_S) / RATE);
-const POLICY = "default";
+const POLICY = gcra(BURST, Number(process.env.RL_RATE || 5), `${Number(process.env.RL_PERIOD_S || 10)}s`);
 
-// ioredis 6 speaks RESP3; replyMapping "resp3" gives the limiter reply as an object (granted,
-// limit, remaining, retry_after_ms, reset_after_ms) instead of a flat [name, value, ...] array.
-const redis = new Redis(process.env.REDIS_URL || "redis://127.0.0.1:6379", {
-  replyMapping: "resp3",
-});
-
-// Whole seconds for a header, rounded up: a client that waits this long is not early.
-const seconds = (ms) => Math.ceil(ms / 1000);
+// redis-ratelimit-client reads the limiter reply of RESP2 and RESP3 alike (ioredis 6 speaks
+// RESP3 and flattens maps by default) into a typed Result.
+const limiter = new RateLimiter(new Redis(process.env.REDIS_URL || "redis://127.0.0.1:6379"));
 
 async function limit(client, cost) {
-  const rl = await redis.call("RL.GCRA", `rl:${client}`, BURST, RATE, `${PERIOD_S}s`, "COST", cost);
-  const headers = {
-    "RateLimit-Policy": `"${POLICY}";q=${rl.limit};w=${WINDOW_S}`,
-    RateLimit: `"${POLICY}";r=${rl.remaining};t=${seconds(rl.reset_after_ms)}`,
-  };
-  if (rl.granted === cost) return [200, headers];
-  // Never: waiting does not help, so no Retry-After and not 429.
-  if (rl.retry_after_ms === -1) return [413, headers];
-  headers["Retry-After"] = String(seconds(rl.retry_after_ms));
-  return [429, headers];
+  const result = await limiter.apply(`rl:${client}`, POLICY, { cost });
+  // RateLimit-Policy and RateLimit always; Retry-After only when denied and not `never`.
+  const headers = rateLimitHeaders(result, POLICY);
+  if (result.allowed) return [200, headers];
+  // Never (the cost is above the limit): waiting does not help, so 413, not 429.
+  return [result.never ? 413 : 429, headers];
 }
 
 function answer(res, status, headers, body) {

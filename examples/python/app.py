@@ -1,5 +1,5 @@
-"""A small HTTP service rate-limited with redis-ratelimit (RL.GCRA), using redis-py and the
-standard library's HTTP server.
+"""A small HTTP service rate-limited with redis-ratelimit (RL.GCRA), using the
+redis-ratelimit-client package (clients/python, on redis-py) and the standard library's HTTP server.
 
 Every request is charged to its client (the X-Api-Key header, else the peer address):
   GET /hello             costs 1 unit
@@ -13,46 +13,35 @@ Run: REDIS_URL=redis://127.0.0.1:6379 PORT=8080 python app.py
 """
 
 import json
-import math
 import os
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import redis
+from redis_ratelimit_client import GCRA, RateLimiter, rate_limit_headers
 
-# The policy: bursts of BURST requests, RATE per PERIOD_S seconds sustained. An exhausted client
-# is back to a full burst after BURST * PERIOD_S / RATE seconds: the policy's window.
-BURST = int(os.environ.get("RL_BURST", "5"))
-RATE = int(os.environ.get("RL_RATE", "5"))
-PERIOD_S = int(os.environ.get("RL_PERIOD_S", "10"))
-WINDOW_S = math.ceil(BURST * PERIOD_S / RATE)
-POLICY = "default"
+# The policy: bursts of RL_BURST requests, RL_RATE per RL_PERIOD_S seconds sustained. Its window
+# in the RateLimit-Policy header (w) is the time an exhausted client takes to get a full burst back.
+POLICY = GCRA(
+    burst=int(os.environ.get("RL_BURST", "5")),
+    rate=int(os.environ.get("RL_RATE", "5")),
+    period=f"{int(os.environ.get('RL_PERIOD_S', '10'))}s",
+)
 
-# redis-py 8 speaks RESP3: the limiter reply is a dict (granted, limit, remaining,
-# retry_after_ms, reset_after_ms).
-r = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379"), protocol=3)
-
-
-def seconds(ms):
-    """Whole seconds for a header, rounded up: a client that waits this long is not early."""
-    return (ms + 999) // 1000
+# redis-ratelimit-client reads the limiter reply of RESP2 and RESP3 alike (redis-py 8 speaks
+# RESP3) into a typed Result.
+limiter = RateLimiter(redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")))
 
 
 def limit(client, cost):
     """Charges `cost` units to `client`; returns (status, headers)."""
-    rl = r.execute_command("RL.GCRA", f"rl:{client}", BURST, RATE, f"{PERIOD_S}s", "COST", cost)
-    rl = {k.decode() if isinstance(k, bytes) else k: v for k, v in rl.items()}
-    headers = {
-        "RateLimit-Policy": f'"{POLICY}";q={rl["limit"]};w={WINDOW_S}',
-        "RateLimit": f'"{POLICY}";r={rl["remaining"]};t={seconds(rl["reset_after_ms"])}',
-    }
-    if rl["granted"] == cost:
+    result = limiter.apply(f"rl:{client}", POLICY, cost=cost)
+    # RateLimit-Policy and RateLimit always; Retry-After only when denied and not `never`.
+    headers = rate_limit_headers(result, POLICY)
+    if result.allowed:
         return 200, headers
-    if rl["retry_after_ms"] == -1:
-        # Never: waiting does not help, so no Retry-After and not 429.
-        return 413, headers
-    headers["Retry-After"] = str(seconds(rl["retry_after_ms"]))
-    return 429, headers
+    # Never (the cost is above the limit): waiting does not help, so 413, not 429.
+    return (413 if result.never else 429), headers
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -75,7 +64,7 @@ class Handler(BaseHTTPRequestHandler):
         except redis.RedisError as e:
             return self.answer(503, {}, {"error": f"rate limiter unavailable: {e}"})
         body = {200: {"ok": True, "cost": cost},
-                413: {"error": f"a request of {cost} units exceeds the limit of {BURST}"},
+                413: {"error": f"a request of {cost} units exceeds the limit of {POLICY.burst}"},
                 429: {"error": "too many requests"}}[status]
         self.answer(status, headers, body)
 

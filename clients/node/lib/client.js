@@ -1,0 +1,103 @@
+"use strict";
+// RateLimiter: the module's commands over ioredis or node-redis, with typed results.
+
+const crypto = require("node:crypto");
+const c = require("./core");
+
+class RateLimitExceeded extends Error {
+  constructor(result) {
+    super(`rate limit exceeded (${result.never ? "never: the cost is above the limit" : `retry after ${result.retryAfterMs} ms`})`);
+    this.name = "RateLimitExceeded";
+    this.result = result;
+  }
+}
+
+// How to send one command on a client: ioredis has call(), node-redis sendCommand().
+function transport(client) {
+  if (client && typeof client.call === "function") return (args) => client.call(...args);
+  if (client && typeof client.sendCommand === "function") {
+    return (args) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))));
+  }
+  throw new TypeError("expected an ioredis client (call) or a node-redis client (sendCommand)");
+}
+
+class RateLimiter {
+  /** @param client an ioredis Redis/Cluster or a node-redis client (RESP2 or RESP3). */
+  constructor(client) {
+    this.client = client;
+    this.send = transport(client);
+  }
+
+  async result(args, cost) {
+    return c.parseResult(await this.send(args), cost);
+  }
+
+  apply(key, spec, opts = {}) {
+    if (spec.word === "CONCURRENCY") throw new TypeError("a concurrency limiter takes a lease id: use acquire() or withLease()");
+    return this.result([spec.command, key, ...spec.params, ...c.optionArgs(opts)], opts.cost ?? 1);
+  }
+  gcra(key, burst, rate, period, opts) { return this.apply(key, c.limiters.gcra(burst, rate, period), opts); }
+  tokenBucket(key, capacity, refill, period, opts) { return this.apply(key, c.limiters.tokenBucket(capacity, refill, period), opts); }
+  leakyBucket(key, capacity, rate, period, opts) { return this.apply(key, c.limiters.leakyBucket(capacity, rate, period), opts); }
+  fixed(key, limit, window, opts = {}) { return this.apply(key, c.limiters.fixed(limit, window, opts), opts); }
+  sliding(key, limit, window, opts = {}) { return this.apply(key, c.limiters.sliding(limit, window, opts), opts); }
+  slidingCounter(key, limit, window, opts) { return this.apply(key, c.limiters.slidingCounter(limit, window), opts); }
+
+  /** RL.ALL: every limiter grants or none is charged. `limiters`: {key: spec} or [[key, spec], ...]. */
+  all(limiters, opts = {}) {
+    return this.result(["RL.ALL", ...c.allArgs(limiters), ...c.optionArgs(opts)], opts.cost ?? 1);
+  }
+
+  /** RL.CHECK: the PEEK reply from a read-only command. */
+  check(key, spec, opts = {}) {
+    const o = { cost: opts.cost, bestEffort: opts.bestEffort, at: opts.at };
+    return this.result(["RL.CHECK", key, spec.word, ...spec.params, ...c.optionArgs(o)], opts.cost ?? 1);
+  }
+
+  async refund(key, units, opts = {}) {
+    const args = ["RL.REFUND", key, String(c.count(units, "units"))];
+    if (opts.dedup != null) args.push("DEDUP", opts.dedup);
+    return c.parseOptionalResult(await this.send([...args, ...c.atArgs(opts)]), 0);
+  }
+
+  /** RL.BLOCK: returns the block's remaining ms. */
+  async block(key, duration, opts = {}) {
+    return Number(await this.send(["RL.BLOCK", key, c.durationArg(duration), ...c.atArgs(opts)]));
+  }
+  async unblock(key) { return Number(await this.send(["RL.UNBLOCK", key])) === 1; }
+
+  acquire(key, limit, lease, id, opts = {}) {
+    const s = c.limiters.concurrency(limit, lease);
+    const o = { cost: opts.cost, peek: opts.peek, block: opts.block, at: opts.at };
+    return this.result(["RL.ACQUIRE", key, ...s.params, "ID", id, ...c.optionArgs(o)], opts.cost ?? 1);
+  }
+  async release(key, id, opts = {}) { return Number(await this.send(["RL.RELEASE", key, id, ...c.atArgs(opts)])); }
+
+  /** Run fn(lease) holding units of a concurrency limiter; released after. Throws RateLimitExceeded. */
+  async withLease(key, limit, lease, fn, opts = {}) {
+    const id = opts.id ?? crypto.randomUUID();
+    const result = await this.acquire(key, limit, lease, id, { cost: opts.cost });
+    if (!result.allowed) throw new RateLimitExceeded(result);
+    try {
+      return await fn({ id, result, renew: () => this.acquire(key, limit, lease, id, { cost: opts.cost }) });
+    } finally {
+      await this.release(key, id);
+    }
+  }
+
+  async streamCount(key, window, opts = {}) {
+    const args = ["RL.STREAMCOUNT", key, c.durationArg(window)];
+    if (opts.add != null && opts.add !== 1) args.push("ADD", String(c.count(opts.add, "add", 0)));
+    if (opts.limit != null) args.push("LIMIT", String(c.count(opts.limit, "limit")));
+    return c.parseStreamCount(await this.send([...args, ...c.atArgs(opts)]));
+  }
+
+  async throttle(key, maxBurst, countPerPeriod, periodS, quantity = 1, opts = {}) {
+    const args = ["CL.THROTTLE", key, String(maxBurst), String(countPerPeriod), String(periodS), String(quantity)];
+    return c.parseThrottle(await this.send([...args, ...c.atArgs(opts)]));
+  }
+
+  async info(key) { return c.parseInfo(await this.send(["RL.INFO", key])); }
+}
+
+module.exports = { RateLimiter, RateLimitExceeded };

@@ -1,0 +1,203 @@
+"use strict";
+// Reply parsing, limiter specifications, options and durations shared by every integration.
+
+const FIELDS = ["granted", "limit", "remaining", "retry_after_ms", "reset_after_ms"];
+const DETAIL = ["name", "key", "cost", "granted", "limit", "remaining", "retry_after_ms",
+  "reset_after_ms", "window_ms", "policy"];
+const UNITS = { "": 1, ms: 1, s: 1000, m: 60000, h: 3600000, d: 86400000 };
+
+const text = (v) => (v == null ? null : Buffer.isBuffer(v) ? v.toString("utf8") : String(v));
+
+function int(v) {
+  if (typeof v === "number" && Number.isInteger(v)) return v;
+  if (typeof v === "bigint") return Number(v);
+  if (typeof v === "string" && /^-?[0-9]+$/.test(v)) return Number(v);
+  throw new TypeError(`expected an integer in the reply, got ${String(v)}`);
+}
+
+// A map reply in any of the shapes clients give: a plain object (RESP3 mapped), a Map, or a
+// flat [name, value, ...] array (ioredis' legacy RESP3 mapping). Returns null for other arrays.
+function named(reply) {
+  if (reply instanceof Map) {
+    const out = {};
+    for (const [k, v] of reply) out[text(k)] = v;
+    return out;
+  }
+  if (Array.isArray(reply)) {
+    if (reply.length % 2 !== 0 || reply.length === 0) return null;
+    if (!reply.every((v, i) => i % 2 === 1 || typeof v === "string" || Buffer.isBuffer(v))) return null;
+    const out = {};
+    for (let i = 0; i < reply.length; i += 2) out[text(reply[i])] = reply[i + 1];
+    return out;
+  }
+  if (reply && typeof reply === "object" && !Buffer.isBuffer(reply)) return reply;
+  return null;
+}
+
+/** The result of every limiter command (see index.d.ts). */
+class Result {
+  constructor(granted, limit, remaining, retryAfterMs, resetAfterMs, cost, detail) {
+    this.granted = granted;
+    this.limit = limit;
+    this.remaining = remaining;
+    this.retryAfterMs = retryAfterMs;
+    this.resetAfterMs = resetAfterMs;
+    this.allowed = cost == null ? retryAfterMs === 0 : granted >= cost;
+    this.never = retryAfterMs === -1;
+    this.deniedBy = detail ? detail.deniedBy : null;
+    this.reason = detail ? detail.reason : null;
+    this.limiters = detail ? detail.limiters : [];
+    Object.freeze(this.limiters);
+    Object.freeze(this);
+  }
+  /** Seconds until the same request would pass, null when it never can. */
+  get retryAfter() {
+    return this.never ? null : this.retryAfterMs / 1000;
+  }
+  get resetAfter() {
+    return this.resetAfterMs / 1000;
+  }
+  /** Retry-After in whole seconds rounded up, at least 1; null when allowed or never. */
+  get retryAfterHeader() {
+    if (this.allowed || this.never) return null;
+    return Math.max(1, Math.ceil(this.retryAfterMs / 1000));
+  }
+}
+
+function parseDetail(entry) {
+  const d = named(entry);
+  const vals = d && !Array.isArray(entry) ? DETAIL.map((n) => d[n]) : DETAIL.map((_, i) => entry[i]);
+  return Object.freeze({
+    name: text(vals[0]), key: text(vals[1]), cost: int(vals[2]), granted: int(vals[3]),
+    limit: int(vals[4]), remaining: int(vals[5]), retryAfterMs: int(vals[6]),
+    resetAfterMs: int(vals[7]), windowMs: int(vals[8]), policy: text(vals[9]),
+  });
+}
+
+/** A limiter reply: RESP2 array of 5 (8 with DETAIL), RESP3 map (object, Map or flat array). */
+function parseResult(reply, cost) {
+  if (reply instanceof Result) return reply;
+  if (Array.isArray(reply) && (reply.length === 5 || reply.length === 8) &&
+      reply.slice(0, 5).every((v) => typeof v === "number" || typeof v === "bigint")) {
+    const v = reply.slice(0, 5).map(int);
+    const detail = reply.length === 8
+      ? { deniedBy: text(reply[5]), reason: text(reply[6]), limiters: (reply[7] || []).map(parseDetail) }
+      : null;
+    return new Result(v[0], v[1], v[2], v[3], v[4], cost, detail);
+  }
+  const d = named(reply);
+  if (!d || !FIELDS.every((f) => f in d)) throw new TypeError(`not a limiter reply: ${String(reply)}`);
+  const v = FIELDS.map((f) => int(d[f]));
+  const detail = "reason" in d
+    ? { deniedBy: text(d.denied_by), reason: text(d.reason), limiters: (d.limiters || []).map(parseDetail) }
+    : null;
+  return new Result(v[0], v[1], v[2], v[3], v[4], cost, detail);
+}
+
+function parseOptionalResult(reply, cost) {
+  return reply == null ? null : parseResult(reply, cost);
+}
+
+/** RL.INFO: null, or { algorithm, fields } with every field by name. */
+function parseInfo(reply) {
+  if (reply == null) return null;
+  const d = named(reply);
+  if (!d) throw new TypeError("not an RL.INFO reply");
+  const fields = {};
+  for (const [k, v] of Object.entries(d)) fields[k] = typeof v === "number" ? v : text(v);
+  return Object.freeze({ algorithm: String(fields.algorithm), fields: Object.freeze(fields) });
+}
+
+function parseThrottle(reply) {
+  const v = reply.map(int);
+  return Object.freeze({ limited: v[0] === 1, allowed: v[0] !== 1, limit: v[1], remaining: v[2],
+    retryAfterS: v[3], resetAfterS: v[4] });
+}
+
+function parseStreamCount(reply) {
+  const total = int(reply);
+  return Object.freeze({ allowed: total >= 0, total: total >= 0 ? total : null });
+}
+
+/** A duration argument: ms as a number, or a string with a unit (1500ms, 30s, 1m, 24h, 1d). */
+function durationArg(d) {
+  durationMs(d);
+  return String(d);
+}
+
+function durationMs(d) {
+  const m = /^([0-9]+)(ms|s|m|h|d)?$/.exec(String(d));
+  if (!m || !(Number(m[1]) > 0) || (typeof d === "number" && !Number.isSafeInteger(d))) {
+    throw new RangeError(`invalid duration ${JSON.stringify(d)}: a positive integer of ms, or with ms/s/m/h/d`);
+  }
+  return Number(m[1]) * UNITS[m[2] || ""];
+}
+
+function count(v, what, min = 1) {
+  if (!Number.isSafeInteger(v) || v < min) throw new RangeError(`${what} must be an integer >= ${min}, not ${v}`);
+  return v;
+}
+
+function timeArg(t) {
+  if (t instanceof Date) return String(t.getTime());
+  if (typeof t !== "number" || !Number.isFinite(t) || t < 0) throw new RangeError(`invalid AT ${t}`);
+  return Number.isInteger(t) ? String(t) : t.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
+}
+
+// Limiter specifications: { command, word, quota, windowMs, params }.
+function spec(command, word, quota, windowMs, params) {
+  return Object.freeze({ command, word, quota, windowMs, params: Object.freeze(params) });
+}
+const refillMs = (amount, period, per) => Math.ceil((amount * durationMs(period)) / per);
+
+const limiters = {
+  gcra: (burst, rate, period) =>
+    spec("RL.GCRA", "GCRA", count(burst, "burst"), refillMs(burst, period, count(rate, "rate")),
+      [String(burst), String(rate), durationArg(period)]),
+  tokenBucket: (capacity, refill, period) =>
+    spec("RL.TOKENBUCKET", "TOKENBUCKET", count(capacity, "capacity"),
+      refillMs(capacity, period, count(refill, "refill")),
+      [String(capacity), String(refill), durationArg(period)]),
+  leakyBucket: (capacity, rate, period) =>
+    spec("RL.LEAKYBUCKET", "LEAKYBUCKET", count(capacity, "capacity"),
+      refillMs(capacity, period, count(rate, "rate")),
+      [String(capacity), String(rate), durationArg(period)]),
+  fixed: (limit, window, { offset } = {}) =>
+    spec("RL.FIXED", "FIXED", count(limit, "limit"), durationMs(window),
+      [String(limit), durationArg(window),
+        ...(offset == null ? [] : ["OFFSET", offset === 0 || offset === "0" ? "0" : durationArg(offset)])]),
+  sliding: (limit, window, { precision } = {}) =>
+    spec("RL.SLIDING", "SLIDING", count(limit, "limit"), durationMs(window),
+      [String(limit), durationArg(window), ...(precision == null ? [] : ["PRECISION", durationArg(precision)])]),
+  slidingCounter: (limit, window) =>
+    spec("RL.SLIDINGCOUNTER", "SLIDINGCOUNTER", count(limit, "limit"), durationMs(window),
+      [String(limit), durationArg(window)]),
+  concurrency: (limit, lease) =>
+    spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)]),
+};
+
+/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, block, at. */
+function optionArgs(o = {}) {
+  const out = [];
+  const cost = o.cost == null ? 1 : count(o.cost, "cost", 0);
+  if (cost !== 1) out.push("COST", String(cost));
+  if (o.peek) out.push("PEEK");
+  if (o.bestEffort) out.push("BESTEFFORT");
+  if (o.dedup != null) out.push("DEDUP", o.dedup);
+  if (o.block != null) out.push("BLOCK", durationArg(o.block));
+  if (o.at != null) out.push("AT", timeArg(o.at));
+  return out;
+}
+
+const atArgs = (o = {}) => (o.at == null ? [] : ["AT", timeArg(o.at)]);
+
+function allArgs(list) {
+  const pairs = Array.isArray(list) ? list : Object.entries(list);
+  if (pairs.length === 0) throw new RangeError("RL.ALL needs at least one limiter");
+  return [String(pairs.length), ...pairs.map(([k]) => k), ...pairs.flatMap(([, s]) => [s.word, ...s.params])];
+}
+
+module.exports = {
+  Result, parseResult, parseOptionalResult, parseInfo, parseThrottle, parseStreamCount,
+  durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, limiters, count,
+};

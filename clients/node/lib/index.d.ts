@@ -1,0 +1,216 @@
+// Type declarations of redis-ratelimit-client (the package is plain CommonJS JavaScript).
+
+import type { CommandParser } from "@redis/client";
+import type { Store, Options as ExpressRateLimitOptions, ClientRateLimitInfo } from "express-rate-limit";
+
+/** A duration: milliseconds as a number, or a string with a unit ("1500ms", "30s", "1m", "24h", "1d"). */
+export type Duration = number | string;
+/** A time for AT: Unix milliseconds (fractions down to µs) or a Date. */
+export type Time = number | Date;
+export type Key = string | Buffer;
+
+/** One limiter of a detailed reply (DETAIL, coming with the module's metering work). */
+export interface LimiterDetail {
+  readonly name: string;
+  readonly key: string;
+  readonly cost: number;
+  readonly granted: number;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+  readonly windowMs: number;
+  readonly policy: string | null;
+}
+
+/** The limiter reply of every RL.* limiter command, from RESP2 and RESP3 alike. */
+export declare class Result {
+  constructor(granted: number, limit: number, remaining: number, retryAfterMs: number, resetAfterMs: number,
+    cost?: number | null, detail?: { deniedBy: string | null; reason: string | null; limiters: LimiterDetail[] } | null);
+  /** The whole request was granted. */
+  readonly allowed: boolean;
+  readonly granted: number;
+  readonly limit: number;
+  readonly remaining: number;
+  /** -1 when the request can never be granted (its cost is above the limit). */
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+  /** retryAfterMs is -1: waiting will not help; send no Retry-After. */
+  readonly never: boolean;
+  readonly deniedBy: string | null;
+  readonly reason: string | null;
+  readonly limiters: readonly LimiterDetail[];
+  /** Seconds until the same request would pass; null when never. */
+  readonly retryAfter: number | null;
+  readonly resetAfter: number;
+  /** Retry-After in whole seconds rounded up, at least 1; null when allowed or never. */
+  readonly retryAfterHeader: number | null;
+}
+
+export interface ThrottleResult {
+  readonly limited: boolean;
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly retryAfterS: number;
+  readonly resetAfterS: number;
+}
+
+export interface StreamCount {
+  readonly allowed: boolean;
+  /** The window's total after the call; null when denied. */
+  readonly total: number | null;
+}
+
+export interface Info {
+  /** "gcra", "fixed", ..., "none" for a key holding only a block. */
+  readonly algorithm: string;
+  readonly fields: Readonly<Record<string, number | string>>;
+}
+
+/** A limiter specification, as RL.ALL and RL.CHECK write it. */
+export interface Limiter {
+  readonly command: string;
+  readonly word: string;
+  /** The limit (q of RateLimit-Policy). */
+  readonly quota: number;
+  /** The time over which quota applies (w); 0 for a concurrency limiter. */
+  readonly windowMs: number;
+  readonly params: readonly string[];
+}
+
+export declare function gcra(burst: number, rate: number, period: Duration): Limiter;
+export declare function tokenBucket(capacity: number, refill: number, period: Duration): Limiter;
+export declare function leakyBucket(capacity: number, rate: number, period: Duration): Limiter;
+export declare function fixed(limit: number, window: Duration, options?: { offset?: Duration }): Limiter;
+export declare function sliding(limit: number, window: Duration, options?: { precision?: Duration }): Limiter;
+export declare function slidingCounter(limit: number, window: Duration): Limiter;
+export declare function concurrency(limit: number, lease: Duration): Limiter;
+export declare function durationMs(d: Duration): number;
+
+export interface LimiterOptions {
+  cost?: number;
+  peek?: boolean;
+  bestEffort?: boolean;
+  dedup?: string | Buffer;
+  block?: Duration;
+  at?: Time;
+}
+
+export type Limiters = Record<string, Limiter> | ReadonlyArray<readonly [Key, Limiter]>;
+
+export interface Lease {
+  readonly id: string;
+  readonly result: Result;
+  renew(): Promise<Result>;
+}
+
+export declare class RateLimitExceeded extends Error {
+  constructor(result: Result);
+  readonly result: Result;
+}
+
+/** Anything with ioredis' call() or node-redis' sendCommand(). */
+export type Client = { call(...args: any[]): Promise<unknown> } | { sendCommand(args: any[], ...rest: any[]): Promise<unknown> };
+
+export declare class RateLimiter {
+  constructor(client: Client);
+  readonly client: Client;
+  apply(key: Key, spec: Limiter, options?: LimiterOptions): Promise<Result>;
+  gcra(key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions): Promise<Result>;
+  tokenBucket(key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions): Promise<Result>;
+  leakyBucket(key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions): Promise<Result>;
+  fixed(key: Key, limit: number, window: Duration, options?: LimiterOptions & { offset?: Duration }): Promise<Result>;
+  sliding(key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }): Promise<Result>;
+  slidingCounter(key: Key, limit: number, window: Duration, options?: LimiterOptions): Promise<Result>;
+  all(limiters: Limiters, options?: LimiterOptions): Promise<Result>;
+  check(key: Key, spec: Limiter, options?: { cost?: number; bestEffort?: boolean; at?: Time }): Promise<Result>;
+  refund(key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }): Promise<Result | null>;
+  /** Returns the block's remaining ms. */
+  block(key: Key, duration: Duration, options?: { at?: Time }): Promise<number>;
+  unblock(key: Key): Promise<boolean>;
+  acquire(key: Key, limit: number, lease: Duration, id: string | Buffer,
+    options?: { cost?: number; peek?: boolean; block?: Duration; at?: Time }): Promise<Result>;
+  release(key: Key, id: string | Buffer, options?: { at?: Time }): Promise<number>;
+  withLease<T>(key: Key, limit: number, lease: Duration, fn: (lease: Lease) => Promise<T> | T,
+    options?: { id?: string; cost?: number }): Promise<T>;
+  streamCount(key: Key, window: Duration, options?: { add?: number; limit?: number; at?: Time }): Promise<StreamCount>;
+  throttle(key: Key, maxBurst: number, countPerPeriod: number, periodS: number, quantity?: number,
+    options?: { at?: Time }): Promise<ThrottleResult>;
+  info(key: Key): Promise<Info | null>;
+}
+
+export declare function parseResult(reply: unknown, cost?: number | null): Result;
+export declare function parseInfo(reply: unknown): Info | null;
+
+/** RateLimit-Policy, RateLimit and (when denied and not never) Retry-After. */
+export declare function rateLimitHeaders(result: Result, limits: Limiter | Record<string, Limiter>): Record<string, string>;
+
+export interface RateLimitMiddlewareOptions<Req = any> {
+  limiter: RateLimiter;
+  /** One limiter (named "default") or names to limiters (applied together with RL.ALL). */
+  limits: Limiter | Record<string, Limiter>;
+  key?: (req: Req) => string | Promise<string>;
+  cost?: (req: Req) => number | Promise<number>;
+  /** "closed" (default): 503 when Redis does not answer in time; "open": let the request through. */
+  onError?: "open" | "closed";
+  /** Milliseconds to wait for Redis (default 500). */
+  timeout?: number;
+  prefix?: string;
+}
+
+/** Express middleware; sets req.rateLimit to the Result. */
+export declare function rateLimit<Req = any>(options: RateLimitMiddlewareOptions<Req>):
+  (req: Req, res: any, next: (err?: unknown) => void) => Promise<void>;
+
+export interface RateLimitStoreOptions {
+  client: Client;
+  limiter?: RateLimiter;
+  /** "fixed" (default, counts every hit like express-rate-limit's stores) or "gcra". */
+  algorithm?: "fixed" | "gcra";
+  prefix?: string;
+  limit?: number;
+  windowMs?: number;
+}
+
+/** An express-rate-limit Store backed by RL.FIXED or RL.GCRA. */
+export declare class RateLimitStore implements Store {
+  constructor(options: RateLimitStoreOptions);
+  localKeys: boolean;
+  prefix: string;
+  init(options: ExpressRateLimitOptions): void;
+  increment(key: string): Promise<ClientRateLimitInfo>;
+  get(key: string): Promise<ClientRateLimitInfo | undefined>;
+  decrement(key: string): Promise<void>;
+  resetKey(key: string): Promise<void>;
+}
+
+interface ModuleCommand<A extends unknown[], R> {
+  IS_READ_ONLY?: boolean;
+  parseCommand(this: void, parser: CommandParser, ...args: A): void;
+  transformReply: { 2: (reply: any, preserve?: any) => R; 3: (reply: any, preserve?: any) => R };
+}
+
+/** A node-redis v5 module: createClient({ modules: { rl: RateLimitModule } }), then client.rl.gcra(...). */
+export declare const RateLimitModule: {
+  gcra: ModuleCommand<[key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions], Result>;
+  tokenBucket: ModuleCommand<[key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions], Result>;
+  leakyBucket: ModuleCommand<[key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions], Result>;
+  fixed: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions & { offset?: Duration }], Result>;
+  sliding: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }], Result>;
+  slidingCounter: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions], Result>;
+  all: ModuleCommand<[limiters: Limiters, options?: LimiterOptions], Result>;
+  check: ModuleCommand<[key: Key, spec: Limiter, options?: { cost?: number; bestEffort?: boolean; at?: Time }], Result>;
+  refund: ModuleCommand<[key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }], Result | null>;
+  block: ModuleCommand<[key: Key, duration: Duration, options?: { at?: Time }], number>;
+  unblock: ModuleCommand<[key: Key], boolean>;
+  acquire: ModuleCommand<[key: Key, limit: number, lease: Duration, id: string | Buffer, options?: { cost?: number; peek?: boolean; block?: Duration; at?: Time }], Result>;
+  release: ModuleCommand<[key: Key, id: string | Buffer, options?: { at?: Time }], number>;
+  streamCount: ModuleCommand<[key: Key, window: Duration, options?: { add?: number; limit?: number; at?: Time }], StreamCount>;
+  throttle: ModuleCommand<[key: Key, maxBurst: number, countPerPeriod: number, periodS: number, quantity?: number], ThrottleResult>;
+  info: ModuleCommand<[key: Key], Info | null>;
+};
+
+/** Add the commands to an ioredis client as built-ins ("rl.gcra", ...) with reply transformers;
+ * `Command` is ioredis' export of that name. */
+export declare function installIoredis<T>(redis: T, Command: { setReplyTransformer(name: string, fn: (reply: any) => any): void }): T;

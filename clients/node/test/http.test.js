@@ -1,0 +1,172 @@
+"use strict";
+// The Express middleware, the express-rate-limit Store and the header fields, against the real
+// module: statuses and headers as draft-ietf-httpapi-ratelimit-headers-11 writes them, and
+// failing open or closed within the timeout when Redis is down or paused (DEBUG SLEEP).
+
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const express = require("express");
+const { rateLimit: expressRateLimit } = require("express-rate-limit");
+const Redis = require("ioredis");
+const { createClient } = require("redis");
+const rl = require("..");
+const { startServer, freePort } = require("./server");
+
+let server;
+test.before(async () => { server = await startServer(); });
+test.after(async () => { await server.stop(); });
+
+async function listen(app) {
+  const s = app.listen(0, "127.0.0.1");
+  await new Promise((r) => s.once("listening", r));
+  return { base: `http://127.0.0.1:${s.address().port}`, close: () => new Promise((r) => s.close(r)) };
+}
+
+const get = (base, path, key) => fetch(base + path, { headers: { "X-Api-Key": key } });
+
+test("headers: the draft's examples", () => {
+  const r = new rl.Result(1, 100, 50, 0, 30000, 1);
+  assert.deepEqual(rl.rateLimitHeaders(r, rl.fixed(100, "10s")), {
+    "RateLimit-Policy": '"default";q=100;w=10',
+    RateLimit: '"default";r=50;t=30',
+  });
+  // Retry-After: never 0, absent when never.
+  assert.equal(rl.rateLimitHeaders(new rl.Result(0, 5, 0, 1, 1, 1), rl.gcra(5, 5, "10s"))["Retry-After"], "1");
+  assert.equal(rl.rateLimitHeaders(new rl.Result(0, 5, 0, 1001, 1, 1), rl.gcra(5, 5, "10s"))["Retry-After"], "2");
+  assert.ok(!("Retry-After" in rl.rateLimitHeaders(new rl.Result(0, 5, 5, -1, 0, 6), rl.gcra(5, 5, "10s"))));
+  const policies = { burst: rl.gcra(10, 10, "1s"), daily: rl.fixed(1000, "1d"), inflight: rl.concurrency(5, "30s") };
+  const h = rl.rateLimitHeaders(new rl.Result(1, 1000, 10, 0, 86000000, 1), policies);
+  assert.equal(h["RateLimit-Policy"], '"burst";q=10;w=1, "daily";q=1000;w=86400, "inflight";q=5');
+  assert.equal(h.RateLimit, '"daily";r=10;t=86000');
+  // The detailed reply's shapes (RESP2 array of 8, RESP3 map) from SPEC.md.
+  const entry = ["rpm", "{t}:rpm", 1, 0, 60, 0, 1000, 60000, 60000, null];
+  const d = rl.parseResult([0, 60, 0, 1000, 60000, "rpm", "limit", [entry]], 1);
+  assert.deepEqual([d.deniedBy, d.reason, d.limiters[0].windowMs], ["rpm", "limit", 60000]);
+  assert.equal(rl.rateLimitHeaders(d, { rpm: rl.gcra(60, 60, "1m") }).RateLimit, '"rpm";r=0;t=60');
+});
+
+test("express middleware: 200, 429 with Retry-After, 413 without", async () => {
+  const client = new Redis(server.port, "127.0.0.1");
+  const app = express();
+  app.use(rl.rateLimit({
+    limiter: new rl.RateLimiter(client), limits: rl.gcra(5, 5, "10s"),
+    key: (req) => req.get("X-Api-Key"), cost: (req) => Number(req.query.items || 1),
+  }));
+  app.get("/hello", (req, res) => res.json({ ok: true, remaining: req.rateLimit.remaining }));
+  const http = await listen(app);
+  try {
+    for (let i = 1; i <= 5; i++) {
+      const res = await get(http.base, "/hello", "a");
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("RateLimit-Policy"), '"default";q=5;w=10');
+      assert.ok([`"default";r=${5 - i};t=${2 * i}`, `"default";r=${5 - i};t=${2 * i - 1}`].includes(res.headers.get("RateLimit")), res.headers.get("RateLimit"));
+      assert.equal(res.headers.get("Retry-After"), null);
+    }
+    let res = await get(http.base, "/hello", "a");
+    assert.equal(res.status, 429);
+    assert.ok(["1", "2"].includes(res.headers.get("Retry-After")));
+    res = await get(http.base, "/hello?items=6", "b");
+    assert.equal(res.status, 413);
+    assert.equal(res.headers.get("Retry-After"), null);
+    assert.equal(res.headers.get("RateLimit"), '"default";r=5;t=0');
+    res = await get(http.base, "/hello?items=5", "c");
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("RateLimit"), '"default";r=0;t=10');
+  } finally {
+    await http.close();
+    client.disconnect();
+  }
+});
+
+test("express middleware: several named limits with RL.ALL under one hash tag", async () => {
+  const client = await createClient({ url: server.url, RESP: 3 }).connect();
+  const app = express();
+  app.use(rl.rateLimit({
+    limiter: new rl.RateLimiter(client), key: (req) => req.get("X-Api-Key"),
+    limits: { burst: rl.gcra(5, 5, "10s"), daily: rl.fixed(3, "1d") },
+  }));
+  app.get("/", (req, res) => res.send("ok"));
+  const http = await listen(app);
+  try {
+    const res = await get(http.base, "/", "m");
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("RateLimit-Policy"), '"burst";q=5;w=10, "daily";q=3;w=86400');
+    assert.ok(res.headers.get("RateLimit").startsWith('"daily";r=2;t='));
+    assert.equal(await client.exists(["rl:{m}:burst", "rl:{m}:daily"]), 2);
+  } finally {
+    await http.close();
+    await client.quit();
+  }
+});
+
+for (const algorithm of ["fixed", "gcra"]) {
+  test(`express-rate-limit Store (${algorithm})`, async () => {
+    const client = new Redis(server.port, "127.0.0.1");
+    const app = express();
+    app.use(expressRateLimit({
+      windowMs: 10000, limit: 3, standardHeaders: "draft-8", legacyHeaders: false,
+      keyGenerator: (req) => req.get("X-Api-Key"),
+      store: new rl.RateLimitStore({ client, algorithm, prefix: `erl:${algorithm}:` }),
+    }));
+    app.get("/", (req, res) => res.send("ok"));
+    const http = await listen(app);
+    try {
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await get(http.base, "/", "s")).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      const res = await get(http.base, "/", "s");
+      assert.equal(res.status, 429);
+      const retry = Number(res.headers.get("Retry-After"));
+      // fixed: the 10 s window's end; gcra: one unit back in 10/3 s.
+      assert.ok(algorithm === "fixed" ? retry >= 1 && retry <= 10 : retry >= 1 && retry <= 4, String(retry));
+      assert.equal((await get(http.base, "/", "other")).status, 200);
+      const store = new rl.RateLimitStore({ client, algorithm, prefix: `erl:${algorithm}:` });
+      store.init({ windowMs: 10000, limit: 3 });
+      const info = await store.get("other");
+      assert.equal(info.totalHits, 1);
+      await store.decrement("other");
+      assert.equal(await store.get("other"), undefined);
+      await store.resetKey("s");
+      assert.equal((await get(http.base, "/", "s")).status, 200);
+    } finally {
+      await http.close();
+      client.disconnect();
+    }
+  });
+}
+
+const TIMEOUT = 300;
+
+async function pausedServer() {
+  const s = await startServer();
+  const c = new Redis(s.port, "127.0.0.1");
+  const sleeping = c.call("DEBUG", "SLEEP", "1").catch(() => {});
+  await new Promise((r) => setTimeout(r, 100));
+  return { port: s.port, async stop() { await sleeping; c.disconnect(); await s.stop(); } };
+}
+
+for (const state of ["down", "paused"]) {
+  for (const [onError, expected] of [["open", 200], ["closed", 503]]) {
+    test(`fails ${onError} within the timeout when Redis is ${state}`, async () => {
+      const target = state === "down" ? { port: await freePort(), stop: async () => {} } : await pausedServer();
+      const client = new Redis(target.port, "127.0.0.1", { maxRetriesPerRequest: 1, retryStrategy: () => 200 });
+      client.on("error", () => {});
+      const app = express();
+      app.use(rl.rateLimit({ limiter: new rl.RateLimiter(client), limits: rl.gcra(2, 2, "10s"), onError, timeout: TIMEOUT }));
+      app.get("/", (req, res) => res.send("ok"));
+      const http = await listen(app);
+      try {
+        const start = Date.now();
+        const res = await get(http.base, "/", "k");
+        const elapsed = Date.now() - start;
+        assert.equal(res.status, expected);
+        assert.equal(res.headers.get("RateLimit"), null);
+        assert.ok(elapsed < TIMEOUT + 500, `took ${elapsed} ms`);
+      } finally {
+        await http.close();
+        client.disconnect();
+        await target.stop();
+      }
+    });
+  }
+}

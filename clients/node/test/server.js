@@ -1,0 +1,63 @@
+"use strict";
+// Start redis-server with the module (RL_MODULE, RL_SERVER) on a free 127.0.0.1 port.
+
+const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function ping(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, "127.0.0.1");
+    sock.once("connect", () => sock.write("PING\r\n"));
+    sock.once("data", (d) => { sock.destroy(); resolve(d.toString().startsWith("+PONG")); });
+    sock.once("error", () => resolve(false));
+  });
+}
+
+async function startServer(moduleArgs = ["at-max-ahead", "-1"]) {
+  const module = process.env.RL_MODULE;
+  if (!module || !fs.existsSync(module)) throw new Error(`RL_MODULE must name the module .so (got ${module})`);
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rl-node-"));
+  const env = { ...process.env };
+  if (process.env.RL_LD_LIBRARY_PATH) env.LD_LIBRARY_PATH = process.env.RL_LD_LIBRARY_PATH;
+  const proc = spawn(process.env.RL_SERVER || "redis-server", [
+    "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
+    "--enable-debug-command", "local", "--loadmodule", path.resolve(module), ...moduleArgs,
+  ], { env, stdio: "ignore" });
+  const end = Date.now() + 10000;
+  while (!(await ping(port))) {
+    if (Date.now() > end || proc.exitCode !== null) throw new Error(`redis-server did not start on ${port}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once("exit", r));
+        proc.kill("SIGTERM");
+        await exited;
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A time (Unix ms) a little ahead of the server's clock, on a whole second. */
+const pinnedNow = () => (Math.floor(Date.now() / 1000) + 2) * 1000;
+
+module.exports = { startServer, freePort, pinnedNow };

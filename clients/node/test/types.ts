@@ -1,0 +1,42 @@
+// Compile-time checks of the declarations (tsc --noEmit): how applications use the package.
+import Redis from "ioredis";
+import { createClient } from "redis";
+import express from "express";
+import { rateLimit as expressRateLimit } from "express-rate-limit";
+import {
+  RateLimiter, RateLimitModule, RateLimitStore, Result, gcra, fixed, rateLimit, rateLimitHeaders,
+  installIoredis, RateLimitExceeded,
+} from "redis-ratelimit-client";
+
+async function usage(): Promise<void> {
+  const io = new Redis();
+  const limiter = new RateLimiter(io);
+  const r: Result = await limiter.gcra("user:42", 10, 5, "1s", { cost: 2 });
+  const wait: number | null = r.retryAfter;
+  const header: number | null = r.retryAfterHeader;
+  const never: boolean = r.never;
+  void [wait, header, never];
+  const all = await limiter.all({ "{u}:s": gcra(10, 10, "1s"), "{u}:d": fixed(1000, "1d") });
+  const headers: Record<string, string> = rateLimitHeaders(all, { burst: gcra(10, 10, "1s") });
+  void headers;
+  const held: string = await limiter.withLease("jobs", 5, "30s", async (lease) => {
+    await lease.renew();
+    return lease.id;
+  });
+  void held;
+  try { await limiter.withLease("jobs", 5, "30s", () => 1); } catch (e) {
+    if (e instanceof RateLimitExceeded) void e.result.retryAfterMs;
+  }
+  installIoredis(io, Redis.Command);
+
+  const nr = createClient({ modules: { rl: RateLimitModule } });
+  const res: Result = await nr.rl.gcra("k", 10, 5, "1s", { at: Date.now() });
+  const refund: Result | null = await nr.rl.refund("k", 1);
+  const plain = new RateLimiter(createClient());
+  void [res, refund, plain];
+
+  const app = express();
+  app.use(rateLimit({ limiter, limits: gcra(5, 5, "10s"), key: (req: express.Request) => req.ip ?? "", onError: "open", timeout: 200 }));
+  app.use(expressRateLimit({ windowMs: 60_000, limit: 100, store: new RateLimitStore({ client: io }) }));
+}
+void usage;

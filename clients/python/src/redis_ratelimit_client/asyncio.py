@@ -1,0 +1,343 @@
+"""The asyncio client: :class:`AsyncRateLimiter` over a ``redis.asyncio.Redis`` or
+``redis.asyncio.RedisCluster``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from . import _commands as c
+from ._commands import Key
+from ._limiters import (
+    GCRA,
+    Concurrency,
+    Duration,
+    Fixed,
+    LeakyBucket,
+    Limiter,
+    Sliding,
+    SlidingCounter,
+    Time,
+    TokenBucket,
+    duration_arg,
+)
+from ._types import Info, RateLimitExceeded, Result, StreamCount, ThrottleResult
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncLease:
+    """A lease held by :meth:`AsyncRateLimiter.lease`; ``renew()`` extends it by its length."""
+
+    limiter: AsyncRateLimiter
+    key: Key
+    spec: Concurrency
+    id: str
+    cost: int
+    result: Result
+
+    async def renew(self) -> Result:
+        return await self.limiter.acquire(
+            self.key, self.spec.limit, self.spec.lease, self.id, cost=self.cost
+        )
+
+
+class AsyncRateLimiter:
+    """The module's commands on a redis-py client, with typed results.
+
+    ``client`` is a ``redis.asyncio.Redis`` (RESP2 or RESP3, ``decode_responses`` either way)
+    or a ``redis.asyncio.RedisCluster``. The module's response callbacks are registered on it, as
+    redis-py's own module wrappers do, so ``await client.execute_command("RL.GCRA", ...)`` and
+    pipelines return typed results too.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        for name, callback in c.CALLBACKS.items():
+            client.set_response_callback(name, callback)
+
+    async def _result(self, args: list[c.Arg], cost: int | None) -> Result:
+        reply = await self.client.execute_command(*args, **{c.COST_HINT: cost})
+        return reply if isinstance(reply, Result) else c.parse_result(reply, cost)
+
+    async def _limiter(
+        self,
+        key: Key,
+        spec: Limiter,
+        cost: int,
+        peek: bool,
+        best_effort: bool,
+        dedup: str | bytes | None,
+        block: Duration | None,
+        at: Time | None,
+    ) -> Result:
+        opts = c.options(
+            cost=cost, peek=peek, best_effort=best_effort, dedup=dedup, block=block, at=at
+        )
+        return await self._result([spec.command, key, *spec.params(), *opts], cost)
+
+    async def apply(
+        self,
+        key: Key,
+        spec: Limiter,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
+        if isinstance(spec, Concurrency):
+            raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def gcra(
+        self,
+        key: Key,
+        burst: int,
+        rate: int,
+        period: Duration,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.GCRA key burst rate period``."""
+        spec = GCRA(burst, rate, period)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def token_bucket(
+        self,
+        key: Key,
+        capacity: int,
+        refill: int,
+        period: Duration,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.TOKENBUCKET key capacity refill period``."""
+        spec = TokenBucket(capacity, refill, period)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def leaky_bucket(
+        self,
+        key: Key,
+        capacity: int,
+        rate: int,
+        period: Duration,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
+        is its queue delay (``allowed`` is still true)."""
+        spec = LeakyBucket(capacity, rate, period)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def fixed(
+        self,
+        key: Key,
+        limit: int,
+        window: Duration,
+        *,
+        offset: Duration | None = None,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.FIXED key limit window [OFFSET d]``."""
+        spec = Fixed(limit, window, offset)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def sliding(
+        self,
+        key: Key,
+        limit: int,
+        window: Duration,
+        *,
+        precision: Duration | None = None,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.SLIDING key limit window [PRECISION d]``."""
+        spec = Sliding(limit, window, precision)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def sliding_counter(
+        self,
+        key: Key,
+        limit: int,
+        window: Duration,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.SLIDINGCOUNTER key limit window``."""
+        spec = SlidingCounter(limit, window)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+
+    async def all(
+        self,
+        limiters: c.Limiters,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
+        Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
+        opts = c.options(
+            cost=cost, peek=peek, best_effort=best_effort, dedup=dedup, block=block, at=at
+        )
+        return await self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
+
+    async def check(
+        self,
+        key: Key,
+        spec: Limiter,
+        *,
+        cost: int = 1,
+        best_effort: bool = False,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.CHECK``: the reply the call would give with PEEK, from a read-only command
+        (it runs on replicas)."""
+        opts = c.options(cost=cost, best_effort=best_effort, at=at)
+        return await self._result(["RL.CHECK", key, *spec.spec(), *opts], cost)
+
+    async def refund(
+        self, key: Key, units: int, *, dedup: str | bytes | None = None, at: Time | None = None
+    ) -> Result | None:
+        """``RL.REFUND``: give back up to ``units``; ``granted`` is what was given back. ``None``
+        for a missing key."""
+        args: list[c.Arg] = ["RL.REFUND", key, units]
+        if dedup is not None:
+            args += ["DEDUP", dedup]
+        reply = await self.client.execute_command(*args, *c.at_option(at), **{c.COST_HINT: 0})
+        return reply if reply is None or isinstance(reply, Result) else c.parse_result(reply, 0)
+
+    async def block(self, key: Key, duration: Duration, *, at: Time | None = None) -> timedelta:
+        """``RL.BLOCK``: block the key for ``duration``; returns the block's remaining time."""
+        reply = await self.client.execute_command(
+            "RL.BLOCK", key, duration_arg(duration), *c.at_option(at)
+        )
+        return reply if isinstance(reply, timedelta) else c.parse_block(reply)
+
+    async def unblock(self, key: Key) -> bool:
+        """``RL.UNBLOCK``: true if a block was removed."""
+        reply = await self.client.execute_command("RL.UNBLOCK", key)
+        return bool(reply)
+
+    async def acquire(
+        self,
+        key: Key,
+        limit: int,
+        lease: Duration,
+        id: str | bytes,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        block: Duration | None = None,
+        at: Time | None = None,
+    ) -> Result:
+        """``RL.ACQUIRE key limit lease ID id``: take ``cost`` units under the lease ``id`` (a
+        renewal when ``id`` already holds them)."""
+        spec = Concurrency(limit, lease)
+        opts = c.options(cost=cost, peek=peek, block=block, at=at)
+        return await self._result(["RL.ACQUIRE", key, *spec.params(), "ID", id, *opts], cost)
+
+    async def release(self, key: Key, id: str | bytes, *, at: Time | None = None) -> int:
+        """``RL.RELEASE``: free the lease's units; returns their number (0 if it held none)."""
+        return int(await self.client.execute_command("RL.RELEASE", key, id, *c.at_option(at)))
+
+    @asynccontextmanager
+    async def lease(
+        self,
+        key: Key,
+        limit: int,
+        lease: Duration,
+        *,
+        id: str | None = None,
+        cost: int = 1,
+    ) -> AsyncIterator[AsyncLease]:
+        """Hold ``cost`` units of a concurrency limiter for the ``async with`` block; raises
+        :class:`RateLimitExceeded` when they do not fit, releases them on exit."""
+        spec = Concurrency(limit, lease)
+        lease_id = id if id is not None else uuid.uuid4().hex
+        result = await self.acquire(key, limit, lease, lease_id, cost=cost)
+        if not result.allowed:
+            raise RateLimitExceeded(result)
+        try:
+            yield AsyncLease(self, key, spec, lease_id, cost, result)
+        finally:
+            await self.release(key, lease_id)
+
+    async def stream_count(
+        self,
+        key: Key,
+        window: Duration,
+        *,
+        add: int = 1,
+        limit: int | None = None,
+        at: Time | None = None,
+    ) -> StreamCount:
+        """``RL.STREAMCOUNT key window [ADD n] [LIMIT l]``: the window's total after the call."""
+        args: list[c.Arg] = ["RL.STREAMCOUNT", key, duration_arg(window)]
+        if add != 1:
+            args += ["ADD", add]
+        if limit is not None:
+            args += ["LIMIT", limit]
+        reply = await self.client.execute_command(*args, *c.at_option(at))
+        return reply if isinstance(reply, StreamCount) else c.parse_stream_count(reply)
+
+    async def throttle(
+        self,
+        key: Key,
+        max_burst: int,
+        count_per_period: int,
+        period_s: int,
+        quantity: int = 1,
+        *,
+        at: Time | None = None,
+    ) -> ThrottleResult:
+        """``CL.THROTTLE`` (redis-cell's arguments and reply: periods and times in seconds)."""
+        reply = await self.client.execute_command(
+            "CL.THROTTLE", key, max_burst, count_per_period, period_s, quantity, *c.at_option(at)
+        )
+        return reply if isinstance(reply, ThrottleResult) else c.parse_throttle(reply)
+
+    async def info(self, key: Key) -> Info | None:
+        """``RL.INFO``: the key's algorithm, parameters and state; ``None`` for a missing key."""
+        reply = await self.client.execute_command("RL.INFO", key)
+        return reply if reply is None or isinstance(reply, Info) else c.parse_info(reply)

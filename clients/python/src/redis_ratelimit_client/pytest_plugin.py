@@ -1,0 +1,44 @@
+"""pytest fixtures (loaded by pytest through the ``pytest11`` entry point):
+
+- ``ratelimit_server``: a :class:`~redis_ratelimit_client.testing.RedisModuleServer`, one per
+  test session, with the module of ``--ratelimit-module`` or ``RL_MODULE``;
+- ``ratelimit_redis``: a ``redis.Redis`` on it, its database flushed before each test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from .testing import RedisModuleServer
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("redis-ratelimit")
+    group.addoption("--ratelimit-module", default=None, help="the module .so (default RL_MODULE)")
+    group.addoption(
+        "--ratelimit-server", default=None, help="redis-server binary (default RL_SERVER)"
+    )
+
+
+@pytest.fixture(scope="session")
+def ratelimit_server(request: pytest.FixtureRequest) -> Iterator[RedisModuleServer]:
+    """``redis-server --loadmodule`` on a free loopback port for the session."""
+    module = request.config.getoption("--ratelimit-module") or os.environ.get("RL_MODULE")
+    if not module:
+        pytest.fail("ratelimit_server needs --ratelimit-module or RL_MODULE")
+    server = request.config.getoption("--ratelimit-server")
+    with RedisModuleServer(module, server=server) as s:
+        yield s
+
+
+@pytest.fixture
+def ratelimit_redis(ratelimit_server: RedisModuleServer) -> Iterator[redis.Redis]:
+    """A client on ``ratelimit_server``, its database flushed first."""
+    client = redis.Redis(host=ratelimit_server.host, port=ratelimit_server.port)
+    client.flushdb()
+    yield client
+    client.close()

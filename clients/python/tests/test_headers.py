@@ -1,0 +1,105 @@
+"""Header fields against draft-ietf-httpapi-ratelimit-headers-11's examples, and the parsing of
+reply shapes (five integers, RESP3 maps, the detailed reply the SPEC describes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from redis_ratelimit_client import GCRA, Concurrency, Fixed, Result, TokenBucket, rate_limit_headers
+from redis_ratelimit_client._commands import parse_result
+from redis_ratelimit_client.headers import ratelimit_policy, sf_string
+
+
+def test_the_drafts_examples() -> None:
+    # The draft: RateLimit-Policy: "default";q=100;w=10 and RateLimit: "default";r=50;t=30.
+    r = Result(True, 1, 100, 50, 0, 30_000)
+    h = rate_limit_headers(r, Fixed(100, "10s"))
+    assert h == {"RateLimit-Policy": '"default";q=100;w=10', "RateLimit": '"default";r=50;t=30'}
+
+
+def test_retry_after_never_zero_and_absent_when_never() -> None:
+    denied = Result(False, 0, 5, 0, 1, 1)
+    assert rate_limit_headers(denied, GCRA(5, 5, "10s"))["Retry-After"] == "1"
+    assert (
+        rate_limit_headers(Result(False, 0, 5, 0, 1001, 1), GCRA(5, 5, "10s"))["Retry-After"] == "2"
+    )
+    never = Result(False, 0, 5, 5, -1, 0)
+    h = rate_limit_headers(never, GCRA(5, 5, "10s"))
+    assert "Retry-After" not in h and h["RateLimit"] == '"default";r=5;t=0'
+    # A granted leaky-bucket call with a queue delay is allowed: no Retry-After.
+    assert "Retry-After" not in rate_limit_headers(
+        Result(True, 1, 5, 3, 500, 900), GCRA(5, 5, "1s")
+    )
+
+
+def test_readme_example() -> None:
+    # RL.GCRA user:42 5 5 10s after five calls, the sixth: retry 2 s, fresh in 10 s.
+    h = rate_limit_headers(Result(False, 0, 5, 0, 2000, 10_000), GCRA(5, 5, "10s"))
+    assert h == {
+        "RateLimit-Policy": '"default";q=5;w=10',
+        "RateLimit": '"default";r=0;t=10',
+        "Retry-After": "2",
+    }
+
+
+def test_several_policies() -> None:
+    policies = {
+        "burst": GCRA(10, 10, "1s"),
+        "daily": Fixed(1000, "1d"),
+        "inflight": Concurrency(5, "30s"),
+    }
+    assert ratelimit_policy(policies) == '"burst";q=10;w=1, "daily";q=1000;w=86400, "inflight";q=5'
+    # The RateLimit item is the limiter the merged reply's limit belongs to.
+    h = rate_limit_headers(Result(True, 1, 1000, 10, 0, 86_000_000), policies)
+    assert h["RateLimit"] == '"daily";r=10;t=86000'
+    # w rounds up: 7 units at 3 per second refill in 2.33 s.
+    assert ratelimit_policy({"t": TokenBucket(7, 3, "1s")}) == '"t";q=7;w=3'
+
+
+def test_sf_string() -> None:
+    assert sf_string('a"b\\c') == '"a\\"b\\\\c"'
+    with pytest.raises(ValueError):
+        sf_string("é")
+
+
+def test_parse_shapes() -> None:
+    assert parse_result([1, 10, 9, 0, 200], 1) == Result(True, 1, 10, 9, 0, 200)
+    m = {b"granted": 0, b"limit": 10, b"remaining": 0, b"retry_after_ms": -1, b"reset_after_ms": 5}
+    assert parse_result(m, 11).never
+    # The detailed reply of SPEC.md (DETAIL): RESP2 an array of 8, RESP3 a map.
+    entry = [b"rpm", b"{t}:rpm", 1, 0, 60, 0, 1000, 60000, 60000, None]
+    r = parse_result([0, 60, 0, 1000, 60000, b"rpm", b"limit", [entry]], 1)
+    assert (r.denied_by, r.reason, r.limiters[0].name, r.limiters[0].window_ms) == (
+        "rpm",
+        "limit",
+        "rpm",
+        60000,
+    )
+    names = [
+        "name",
+        "key",
+        "cost",
+        "granted",
+        "limit",
+        "remaining",
+        "retry_after_ms",
+        "reset_after_ms",
+        "window_ms",
+        "policy",
+    ]
+    m3 = {
+        "granted": 1,
+        "limit": 60,
+        "remaining": 59,
+        "retry_after_ms": 0,
+        "reset_after_ms": 1000,
+        "denied_by": None,
+        "reason": "granted",
+        "limiters": [dict(zip(names, entry, strict=True))],
+    }
+    r3 = parse_result(m3, 1)
+    assert r3.allowed and r3.reason == "granted" and r3.limiters[0].key == "{t}:rpm"
+    h = rate_limit_headers(r, {"rpm": GCRA(60, 60, "1m")})
+    assert h["RateLimit"] == '"rpm";r=0;t=60' and h["Retry-After"] == "1"
+    with pytest.raises(TypeError):
+        parse_result([1, 2, 3], 1)

@@ -1,0 +1,229 @@
+"""The ASGI middleware, the FastAPI dependency and the Flask decorator against the real module:
+status codes, header fields, and failing open or closed within the timeout when Redis is down
+(nothing listens on the port) or paused (DEBUG SLEEP)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import flask
+import pytest
+import redis
+import redis.asyncio as aioredis
+from fastapi import Depends, FastAPI
+
+from redis_ratelimit_client import GCRA, AsyncRateLimiter, Fixed, RateLimiter
+from redis_ratelimit_client._http import OnError
+from redis_ratelimit_client.asgi import RateLimitMiddleware
+from redis_ratelimit_client.fastapi import RateLimitDependency
+from redis_ratelimit_client.flask import rate_limit
+from redis_ratelimit_client.testing import RedisModuleServer, free_port
+
+# bursts of 5, 5 per 10 s: one unit back every 2 s, fresh after 10 s.
+POLICY = GCRA(5, 5, "10s")
+
+
+async def hello(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"x-app", b"1")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def asgi_get(app: Any, path: str, key: str) -> tuple[int, dict[str, str]]:
+    """One GET through an ASGI app: the status and the headers (lower-case names)."""
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path.split("?")[0],
+        "raw_path": path.encode(),
+        "query_string": path.partition("?")[2].encode(),
+        "headers": [(b"x-api-key", key.encode()), (b"host", b"test")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("test", 80),
+        "scheme": "http",
+        "http_version": "1.1",
+        "root_path": "",
+        "asgi": {"version": "3.0"},
+    }
+    out: dict[str, Any] = {}
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+            out["headers"] = {k.decode(): v.decode() for k, v in message["headers"]}
+
+    await app(scope, receive, send)
+    return out["status"], out["headers"]
+
+
+def api_key(scope: Any) -> str:
+    return str(dict(scope["headers"])[b"x-api-key"].decode())
+
+
+def batch_cost(scope: Any) -> int:
+    q = scope["query_string"].decode()
+    return int(q.split("=")[1]) if q.startswith("items=") else 1
+
+
+def test_asgi_middleware(server: RedisModuleServer) -> None:
+    async def main() -> None:
+        client = aioredis.Redis(host=server.host, port=server.port)
+        await client.flushdb()
+        app = RateLimitMiddleware(
+            hello, AsyncRateLimiter(client), POLICY, key=api_key, cost=batch_cost
+        )
+        for i in range(1, 6):
+            status, h = await asgi_get(app, "/", "a")
+            assert status == 200 and h["x-app"] == "1"
+            assert h["ratelimit-policy"] == '"default";q=5;w=10'
+            # r counts down; t: i units used, fresh in i * 2 s (minus the ms that passed).
+            assert h["ratelimit"] in (
+                f'"default";r={5 - i};t={2 * i}',
+                f'"default";r={5 - i};t={2 * i - 1}',
+            )
+            assert "retry-after" not in h
+        status, h = await asgi_get(app, "/", "a")
+        assert (
+            status == 429 and h["retry-after"] in ("1", "2") and '"default";r=0' in h["ratelimit"]
+        )
+        status, h = await asgi_get(app, "/?items=6", "b")
+        assert status == 413 and "retry-after" not in h and h["ratelimit"] == '"default";r=5;t=0'
+        status, h = await asgi_get(app, "/?items=5", "c")
+        assert status == 200 and h["ratelimit"] == '"default";r=0;t=10'
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_asgi_several_limits(server: RedisModuleServer) -> None:
+    async def main() -> None:
+        client = aioredis.Redis(host=server.host, port=server.port)
+        await client.flushdb()
+        limits = {"burst": GCRA(5, 5, "10s"), "daily": Fixed(3, "1d")}
+        app = RateLimitMiddleware(hello, AsyncRateLimiter(client), limits, key=api_key)
+        status, h = await asgi_get(app, "/", "m")
+        assert status == 200
+        assert h["ratelimit-policy"] == '"burst";q=5;w=10, "daily";q=3;w=86400'
+        assert h["ratelimit"].startswith('"daily";r=2;t=')
+        # One hash tag per client: both keys live in one slot.
+        assert await client.exists("rl:{m}:burst", "rl:{m}:daily") == 2
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_fastapi_dependency(server: RedisModuleServer) -> None:
+    async def main() -> None:
+        client = aioredis.Redis(host=server.host, port=server.port, protocol=3)
+        await client.flushdb()
+        dep = RateLimitDependency(
+            AsyncRateLimiter(client), GCRA(2, 2, "10s"), key=lambda r: r.headers["x-api-key"]
+        )
+        app = FastAPI()
+
+        @app.get("/hello", dependencies=[Depends(dep)])
+        async def route() -> dict[str, bool]:
+            return {"ok": True}
+
+        s1, h1 = await asgi_get(app, "/hello", "f")
+        s2, _ = await asgi_get(app, "/hello", "f")
+        s3, h3 = await asgi_get(app, "/hello", "f")
+        assert (s1, s2, s3) == (200, 200, 429)
+        assert (
+            h1["ratelimit-policy"] == '"default";q=2;w=10'
+            and h1["ratelimit"] == '"default";r=1;t=5'
+        )
+        assert h3["retry-after"] in ("4", "5") and "ratelimit" in h3
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def make_flask(limiter: RateLimiter, **kw: Any) -> flask.Flask:
+    app = flask.Flask(__name__)
+
+    @app.get("/hello")
+    @rate_limit(limiter, GCRA(2, 2, "10s"), key=lambda: flask.request.headers["X-Api-Key"], **kw)
+    def view() -> dict[str, bool]:
+        return {"ok": True}
+
+    return app
+
+
+def test_flask_decorator(server: RedisModuleServer) -> None:
+    client = redis.Redis(host=server.host, port=server.port)
+    client.flushdb()
+    app = make_flask(RateLimiter(client)).test_client()
+    r1 = app.get("/hello", headers={"X-Api-Key": "k"})
+    r2 = app.get("/hello", headers={"X-Api-Key": "k"})
+    r3 = app.get("/hello", headers={"X-Api-Key": "k"})
+    assert (r1.status_code, r2.status_code, r3.status_code) == (200, 200, 429)
+    assert r1.headers["RateLimit-Policy"] == '"default";q=2;w=10'
+    assert r1.headers["RateLimit"] == '"default";r=1;t=5' and r1.json == {"ok": True}
+    assert r3.headers["Retry-After"] in ("4", "5") and "Retry-After" not in r2.headers
+
+
+# Failing open and closed.
+
+TIMEOUT = 0.3
+
+
+@pytest.fixture
+def paused() -> Iterator[RedisModuleServer]:
+    """A server that sleeps (DEBUG SLEEP 1) while the test runs."""
+    with RedisModuleServer() as s:
+        c = redis.Redis(host=s.host, port=s.port)
+        t = threading.Thread(target=lambda: c.execute_command("DEBUG", "SLEEP", "1"))
+        t.start()
+        time.sleep(0.1)
+        yield s
+        t.join()
+        c.close()
+
+
+def dead_port() -> int:
+    return free_port()  # nothing listens there
+
+
+@pytest.mark.parametrize("on_error,expected", [("open", 200), ("closed", 503)])
+@pytest.mark.parametrize("state", ["down", "paused"])
+def test_flask_fails_open_or_closed(
+    on_error: OnError, expected: int, state: str, request: pytest.FixtureRequest
+) -> None:
+    port = dead_port() if state == "down" else request.getfixturevalue("paused").port
+    client = redis.Redis(port=port, socket_connect_timeout=5, socket_timeout=5)
+    app = make_flask(RateLimiter(client), on_error=on_error, timeout=TIMEOUT).test_client()
+    start = time.monotonic()
+    r = app.get("/hello", headers={"X-Api-Key": "k"})
+    elapsed = time.monotonic() - start
+    assert r.status_code == expected and "RateLimit" not in r.headers
+    assert elapsed < TIMEOUT + 0.5, elapsed
+
+
+@pytest.mark.parametrize("on_error,expected", [("open", 200), ("closed", 503)])
+@pytest.mark.parametrize("state", ["down", "paused"])
+def test_asgi_fails_open_or_closed(
+    on_error: OnError, expected: int, state: str, request: pytest.FixtureRequest
+) -> None:
+    port = dead_port() if state == "down" else request.getfixturevalue("paused").port
+
+    async def main() -> tuple[int, dict[str, str], float]:
+        client = aioredis.Redis(port=port, socket_connect_timeout=5, socket_timeout=5)
+        app = RateLimitMiddleware(
+            hello, AsyncRateLimiter(client), POLICY, on_error=on_error, timeout=TIMEOUT
+        )
+        start = time.monotonic()
+        status, h = await asgi_get(app, "/", "k")
+        elapsed = time.monotonic() - start
+        await client.aclose()
+        return status, h, elapsed
+
+    status, h, elapsed = asyncio.run(main())
+    assert status == expected and "ratelimit" not in h
+    assert elapsed < TIMEOUT + 0.5, elapsed
