@@ -30,6 +30,7 @@ use crate::core::stream_count::{
 };
 use crate::error::RlError;
 use crate::ffi::command::{Argv, Handler};
+use crate::ffi::events::subscribe_key_events;
 use crate::ffi::notify::{Class, notify_as};
 use crate::ffi::replicate::{replicate_key_bytes, replicate_key_kw_bytes, replicate_xadd};
 use crate::ffi::reply;
@@ -158,6 +159,8 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     let name = argv.get(1).ok_or(RlError::Arity)?;
     let eval = evaluation_time(ctx, req.at)?;
     let now = eval.now;
+    // The events that keep the running totals right, from the first call on.
+    subscribe_key_events(ctx).map_err(RlError::Server)?;
     let cut = StreamId::at_ms(window_start_ms(now, req.window));
     let db = selected_db(ctx);
 

@@ -1,8 +1,15 @@
 //! Keyspace and server events that invalidate RL.STREAMCOUNT's running totals
 //! (`crate::tally_cache` says which and why).
+//!
+//! The server events are subscribed at load (they cost nothing to other commands). The key
+//! events are subscribed by the first RL.STREAMCOUNT call ([`subscribe_key_events`]), before it
+//! keeps any total: the server calls every key-event subscriber on each event of every command
+//! (INCR's `incrby` included, about 40 instructions), so a server that never runs
+//! RL.STREAMCOUNT pays nothing for it.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{Context, raw};
 
@@ -72,26 +79,48 @@ unsafe extern "C" fn on_server_event(
     tally_cache::forget_all();
 }
 
-/// Subscribe to the events above, at load.
+/// Whether the key events are subscribed ([`subscribe_key_events`]).
+static KEY_EVENTS_ON: AtomicBool = AtomicBool::new(false);
+
+/// Subscribe to the key events above, once: called by every RL.STREAMCOUNT call before it reads
+/// or keeps a running total, so no total is kept without them. Later calls only read a flag.
+///
+/// # Errors
+/// The server refused the subscription (no total may be kept then).
+#[inline]
+pub fn subscribe_key_events(ctx: &Context) -> Result<(), String> {
+    if KEY_EVENTS_ON.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let keys = unsafe { raw::RedisModule_SubscribeToKeyspaceEvents };
+    let Some(keys) = keys else {
+        return Err("ERR keyspace event subscriptions are not available".into());
+    };
+    // SAFETY: `ctx` is a live command context of this module (the server records the module
+    // from it); the callback is a plain function for the module's lifetime. The server appends
+    // the subscriber to its list, which is safe also while it walks that list.
+    if unsafe { keys(ctx.ctx, KEY_EVENTS, Some(on_key_event)) } != raw::REDISMODULE_OK as c_int {
+        return Err("ERR cannot subscribe to keyspace events".into());
+    }
+    KEY_EVENTS_ON.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Subscribe to the server events above, at load.
 ///
 /// # Errors
 /// The server refused a subscription.
 pub fn subscribe(ctx: &Context) -> Result<(), String> {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
-    let keys = unsafe { raw::RedisModule_SubscribeToKeyspaceEvents };
-    // SAFETY: as above.
     let server = unsafe { raw::RedisModule_SubscribeToServerEvent };
-    let (Some(keys), Some(server)) = (keys, server) else {
+    let Some(server) = server else {
         return Err("event subscriptions are not available".into());
     };
-    // SAFETY: `ctx` is the load context; the callback is a plain function for the module's
-    // lifetime.
-    if unsafe { keys(ctx.ctx, KEY_EVENTS, Some(on_key_event)) } != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to keyspace events".into());
-    }
     for id in SERVER_EVENTS {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: as above; `event` is passed by value.
+        // SAFETY: `ctx` is the load context; the callback is a plain function for the module's
+        // lifetime; `event` is passed by value.
         if unsafe { server(ctx.ctx, event, Some(on_server_event)) } != raw::REDISMODULE_OK as c_int
         {
             return Err(format!("cannot subscribe to server event {id}"));
