@@ -1,11 +1,19 @@
-//! Every command the module registers, one row each: its name, handler, flags, key spec, ACL
-//! categories, docs and `INFO ratelimit` counters. Registration (`lib.rs` calls [`register`]),
-//! `COMMAND INFO` / `COMMAND DOCS`, the ACL categories and the INFO counters ([`info`]) are all
-//! read from [`COMMANDS`], and the tests that list commands check against it.
+//! Every command the module registers, one row each ([`Command`]): its name, handler, flags,
+//! key spec, ACL categories, docs and `INFO ratelimit` counters. Registration (`lib.rs` calls
+//! [`register`]), `COMMAND INFO` / `COMMAND DOCS`, the ACL categories and the INFO counters are
+//! all read from [`COMMANDS`]; the tests below check every row (docs, arity, flags against key
+//! spec and ACL categories, counters), and the integration tests check what the server lists.
 //!
-//! Adding a command: its handler (a type implementing [`Run`], with its `CommandDoc`) in its
-//! command file, and one row in the `rows` below. An algorithm's command is not a row here: it
-//! comes with its registry row (`crate::registry`), as [`algorithm`] makes it.
+//! Adding a command: in its command file (declared in `commands/mod.rs`), its handler (a type
+//! implementing [`Run`], which gets its row: [`Tail::of`](crate::commands::tail::Tail::of) names and counts the call) and its
+//! `CommandDoc`; then one row in the `rows` below, and its name in
+//! `the_table_holds_every_command_once`. A row without counters fails
+//! `every_command_but_rl_info_and_the_internal_ones_is_counted`; docs that do not match the
+//! arity fail `every_command_has_docs_that_match_its_arity`; outside `src`, `tests/acl.rs` and
+//! `tests/fuzz.rs` fail until they have a call of it.
+//!
+//! An algorithm's command is not written here: it comes with its registry row
+//! (`crate::registry`), as `algorithm` makes it.
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
