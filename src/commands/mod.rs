@@ -82,7 +82,8 @@ pub struct Parsed<P> {
 
 /// A limiter command: how it parses, which algorithm it runs, how it replies and replicates.
 ///
-/// The name, event and counters default to the algorithm's own command (`rl.<name>`).
+/// The name and event default to the algorithm's own command (`rl.<name>`); its counters are its
+/// row's in `table`.
 pub trait LimiterCommand {
     /// The algorithm behind the command.
     type Algo: Stored;
