@@ -4,8 +4,10 @@
 //! leaf of `core`; its row here wires the types to it, at the crate root, which imports `core`
 //! and `commands` and is imported by nothing. Everything that lists the algorithms is generated
 //! from the identity rows (`core::kind::each!`) and reaches the types through the wiring:
-//! `core::AlgoState` and its dispatch, the codec's tag table, RL.ALL's limiter table, COMMAND
-//! DOCS, the INFO counters and the command registration.
+//! `core::AlgoState` and its dispatch, the codec's tag table, RL.ALL's limiter table, and the
+//! algorithm's row of the command table (`commands::table`: name `rl.<name>`, flags, key spec,
+//! ACL categories, its `DOC`, INFO counters `rl_<name>`), which registers the command and gives
+//! COMMAND DOCS, the ACL categories and `INFO ratelimit`.
 //!
 //! Adding an algorithm:
 //! - its core file: a state type implementing `core::limiter::Algorithm` (and `refund`, unless
@@ -14,10 +16,13 @@
 //!   `commands/mod.rs`;
 //! - its identity row in `core::kind` (variant, tag, name) and its wiring row below;
 //! - in its core file's tests, `core::testkit::Sample` for its state type (its parameters for
-//!   the tests that run every algorithm).
+//!   the tests that run every algorithm);
+//! - outside `src`: its calls in the integration tests that list every command (`tests/acl.rs`
+//!   `commands`, `tests/fuzz.rs` `COMMANDS` and its template), which fail until they have them.
 //!
 //! A forgotten row, trait, doc or sample is a compile error; `registry_is_complete` (in
-//! `commands::registry`) checks the rest, a forgotten `refund` included.
+//! `commands::registry`) checks the rest, a forgotten `refund` included, and the command
+//! table's tests (`commands::table`) its row.
 
 use crate::commands::registry::WiredCommand;
 use crate::core::kind::of;

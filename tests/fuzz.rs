@@ -338,7 +338,11 @@ struct Command {
     shape: Shape,
 }
 
-const COMMANDS: &[Command] = &[
+/// The commands the fuzzer has a template for ([`template`]), with their reply shapes. What it
+/// fuzzes is the list the server gives (`COMMAND LIST FILTERBY MODULE ratelimit`: the module's
+/// command table), each looked up here ([`registered`]): a registered command without a template
+/// fails the run.
+const TEMPLATES: &[Command] = &[
     Command {
         name: "RL.GCRA",
         shape: Shape::Limiter,
@@ -576,9 +580,8 @@ fn payload(r: &mut Rng, valid: &[Vec<u8>]) -> Vec<u8> {
     p
 }
 
-/// One argument vector for `COMMANDS[cmd]` before mutation.
-fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let name = COMMANDS[cmd].name;
+/// One argument vector for command `name` before mutation.
+fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = vec![name.as_bytes().to_vec()];
     match name {
         "RL.GCRA" | "RL.TOKENBUCKET" | "RL.LEAKYBUCKET" => {
@@ -719,7 +722,7 @@ fn template(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
         }
         "RL.CHECK" => {
             let kind = r.below(6);
-            let own = COMMANDS.get(kind).map_or("RL.GCRA", |c| c.name);
+            let own = LIMITER_COMMANDS.get(kind).copied().unwrap_or("RL.GCRA");
             v.push(key(r, own));
             match kind {
                 0 => v.extend([spell(r, "GCRA"), count(r), count(r), duration(r)]),
@@ -742,7 +745,7 @@ fn refund_kind(r: &mut Rng) -> &'static str {
     if r.one_in(7) {
         "restored"
     } else {
-        r.pick_ref(&COMMANDS[..6]).name
+        r.pick(&LIMITER_COMMANDS[..6])
     }
 }
 
@@ -793,9 +796,9 @@ fn mutate(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
     }
 }
 
-fn vector(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
+fn vector(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
     r.odd_in = r.pick(&[usize::MAX, 12, 4, 2, 1][..]);
-    let mut v = template(r, cmd, payloads);
+    let mut v = template(r, name, payloads);
     let rounds = match r.below(10) {
         _ if r.odd_in > 4 => 0,
         0..=3 => 0,
@@ -805,7 +808,7 @@ fn vector(r: &mut Rng, cmd: usize, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
     for _ in 0..rounds {
         mutate(r, &mut v);
     }
-    if COMMANDS[cmd].name == "RL.ALL" && r.one_in(8) {
+    if name == "RL.ALL" && r.one_in(8) {
         // The module's own key extraction (the getkeys API) on the same vector.
         v.splice(0..0, [b"COMMAND".to_vec(), b"GETKEYS".to_vec()]);
     }
@@ -1083,6 +1086,8 @@ struct Tally {
 struct Fuzz<'a> {
     seed: u64,
     server: &'a Server,
+    /// The commands fuzzed ([`registered`]); a vector's `cmd` is a position in it.
+    commands: Vec<&'static Command>,
     tally: Vec<Tally>,
 }
 
@@ -1119,7 +1124,7 @@ impl Fuzz<'_> {
         let shape = if v[0] == b"COMMAND" {
             Shape::Keys
         } else {
-            COMMANDS[cmd].shape
+            self.commands[cmd].shape
         };
         let result = match reply {
             Reply::Error(e) => {
@@ -1205,6 +1210,28 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
+/// The commands the module registers (its command table, as the server lists them), each with
+/// its template, in [`TEMPLATES`] order (so a seed replays the same vectors).
+fn registered(c: &mut Conn) -> Vec<&'static Command> {
+    let names: Vec<String> = match c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]) {
+        Reply::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or_default().to_ascii_uppercase())
+            .collect(),
+        other => panic!("COMMAND LIST: {other:?}"),
+    };
+    for name in &names {
+        assert!(
+            TEMPLATES.iter().any(|t| t.name == name),
+            "{name} is registered but the fuzzer has no template for it"
+        );
+    }
+    TEMPLATES
+        .iter()
+        .filter(|t| names.iter().any(|n| n == t.name))
+        .collect()
+}
+
 #[test]
 fn fuzz_every_command() {
     let seed = env_u64("RL_FUZZ_SEED").unwrap_or_else(|| {
@@ -1228,13 +1255,15 @@ fn fuzz_every_command() {
     let replica = Server::replica_of(&server);
     let (mut ctl, mut rc) = (server.conn(), replica.conn());
     let (mut round_trips, mut round_trip_keys) = (0, 0);
+    let commands = registered(&mut c);
     let mut fuzz = Fuzz {
         seed,
         server: &server,
-        tally: vec![Tally::default(); COMMANDS.len()],
+        tally: vec![Tally::default(); commands.len()],
+        commands: commands.clone(),
     };
     let started = Instant::now();
-    let total = cases * COMMANDS.len();
+    let total = cases * commands.len();
     let mut done = 0;
     let mut batch_no = 0usize;
     let mut resp3 = false;
@@ -1249,8 +1278,8 @@ fn fuzz_every_command() {
         let batch: Vec<(usize, Vec<Vec<u8>>)> = (0..n)
             .map(|i| {
                 // Every command gets the same number of vectors.
-                let cmd = (done + i) % COMMANDS.len();
-                (cmd, vector(&mut r, cmd, &payloads))
+                let cmd = (done + i) % commands.len();
+                (cmd, vector(&mut r, commands[cmd].name, &payloads))
             })
             .collect();
         if batch_no.is_multiple_of(2) {
@@ -1288,7 +1317,7 @@ fn fuzz_every_command() {
         "fuzz: {total} vectors in {batch_no} batches (replica compared after each, \
          {round_trips} persistence round trips of {round_trip_keys} keys in all), {elapsed:.1?}"
     );
-    for (cmd, t) in COMMANDS.iter().zip(&fuzz.tally) {
+    for (cmd, t) in commands.iter().zip(&fuzz.tally) {
         eprintln!(
             "fuzz:   {:<18} {:>8} vectors {:>8} errors {:>8} replies",
             cmd.name,
@@ -1321,7 +1350,7 @@ fn fuzz_knows_every_registered_command() {
             other => panic!("COMMAND LIST: {other:?}"),
         };
     registered.sort();
-    let mut fuzzed: Vec<String> = COMMANDS.iter().map(|c| c.name.to_string()).collect();
+    let mut fuzzed: Vec<String> = TEMPLATES.iter().map(|c| c.name.to_string()).collect();
     fuzzed.sort();
     assert_eq!(fuzzed, registered);
 }

@@ -5,23 +5,40 @@
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
 //! exactly those of the single-limiter commands.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
+use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{evaluation_time, reply_decision};
+use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::config;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
-use crate::stats;
 
-/// The command's name.
-const NAME: &str = "rl.all";
+/// RL.ALL's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: -4,
+    summary: c"Apply several limiters to one request, all or nothing: granted only if every limiter grants it",
+    complexity: c"O(N) where N is the number of limiters",
+    args: &[
+        arg(c"numkeys", ArgType::Integer),
+        ArgDoc {
+            multiple: true,
+            ..KEY
+        },
+        ArgDoc {
+            multiple: true,
+            ..arg(c"limiter", ArgType::String)
+        },
+    ],
+    shared_options: true,
+};
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -97,11 +114,24 @@ pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlErr
 }
 
 /// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
+pub struct All;
+
+impl Run for All {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
+    }
+}
+
+/// RL.ALL on the call's arguments and their bytes; on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+fn run(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Result<(), RlError> {
     // Redis 7.0's cluster routing asks the command itself where its keys are (the key specs
     // answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
     if ctx.is_keys_position_request() {
@@ -114,21 +144,18 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         for pos in 0..numkeys {
             ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
         }
-        return Ok(RedisValue::NoReply);
+        return Ok(());
     }
-    let parsed = AllRequest::parse(&bytes)?;
+    let parsed = AllRequest::parse(bytes)?;
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
     let req: Request = parsed.opts.request(now);
-    let names: Vec<&RedisString> = args.iter().skip(2).take(parsed.keys.len()).collect();
+    let names: Vec<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
 
-    let mut keys: Vec<LimiterKey> = names
-        .iter()
-        .map(|n| LimiterKey::open(ctx, Arg::from(*n)))
-        .collect();
+    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
     let mut held = Vec::with_capacity(keys.len());
     for key in keys.iter_mut() {
-        held.push(key.limiter(NAME)?);
+        held.push(key.limiter(this.name_str())?);
     }
     let mut slots: Vec<Slot<'_>> = held
         .iter_mut()
@@ -168,10 +195,6 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         })
         .collect();
     let d = Decision::from(outcome.verdict);
-    let tail = Tail {
-        event: c"rl.all",
-        stats: &stats::ALL_LIMITERS,
-    };
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
@@ -179,17 +202,20 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .zip(fates)
         .map(|((key, name), fate)| Touched::new(key, *name, fate))
         .collect();
-    with_argv(&args, |argv| {
-        let propagate = Propagate::WithAt {
-            argv,
-            at_index: parsed.opts.at_index,
-            now,
-        };
-        finish(ctx, tail, eval, &mut keys, propagate, granted, |ctx| {
-            reply_decision(ctx, &d)
-        })
-    })?;
-    Ok(RedisValue::NoReply)
+    let propagate = Propagate::WithAt {
+        argv,
+        at_index: parsed.opts.at_index,
+        now,
+    };
+    finish(
+        ctx,
+        Tail::of(this),
+        eval,
+        &mut keys,
+        propagate,
+        granted,
+        |ctx| reply_decision(ctx, &d),
+    )
 }
 
 #[cfg(test)]

@@ -1,20 +1,40 @@
 //! RL.BLOCK key d [AT t] and RL.UNBLOCK key: the penalty box by hand, on any limiter key
 //! (`core::flow::block`, `core::flow::unblock`).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, Options, duration};
+use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::with_bytes;
 use crate::commands::{Evaluation, evaluation_time};
 use crate::core::Micros;
 use crate::core::flow;
 use crate::core::time::ceil_ms;
+use crate::docs::{AT, ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
-use crate::ffi::command::with_argv;
+use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats;
+
+/// RL.BLOCK's COMMAND DOCS.
+pub const BLOCK_DOC: CommandDoc = CommandDoc {
+    arity: -3,
+    summary: c"Block a limiter key for a duration: every call on it is denied until the block ends",
+    complexity: c"O(1)",
+    args: &[KEY, arg(c"duration", ArgType::String), AT],
+    shared_options: false,
+};
+
+/// RL.UNBLOCK's COMMAND DOCS.
+pub const UNBLOCK_DOC: CommandDoc = CommandDoc {
+    arity: 2,
+    summary: c"Remove a limiter key's block",
+    complexity: c"O(1)",
+    args: &[KEY],
+    shared_options: false,
+};
 
 /// RL.BLOCK's parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,17 +63,30 @@ impl BlockRequest {
 ///
 /// Blocks the key until `max(current block end, now + d)`; a missing key becomes a key holding
 /// only the block. Replies the block's remaining ms.
+pub struct Block;
+
+impl Run for Block {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run_block(ctx, argv, bytes, this))
+    }
+}
+
+/// RL.BLOCK on the call's arguments and their bytes; on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE.
-pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let req = BlockRequest::parse(&bytes)?;
-    let name = args.get(1).ok_or(RlError::Arity)?;
+fn run_block(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Result<(), RlError> {
+    let req = BlockRequest::parse(bytes)?;
+    let name = argv.get(1).ok_or(RlError::Arity)?;
     let eval = evaluation_time(ctx, req.opts.at)?;
     let now = eval.now;
     let mut key = LimiterKey::open(ctx, name);
-    let (fate, until, at) = match key.limiter("rl.block")? {
+    let (fate, until, at) = match key.limiter(this.name_str())? {
         Some(mut state) => {
             let (expires_at, until, at) = flow::block(&mut state, now, req.d);
             (Fate::kept(state, Some(expires_at)), until, at)
@@ -69,43 +102,49 @@ pub fn run_block(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             (fate, until, now)
         }
     };
-    let tail = Tail {
-        event: c"rl.block",
-        stats: &stats::BLOCK,
+    let propagate = Propagate::WithAt {
+        argv,
+        at_index: req.opts.at_index,
+        now,
     };
-    with_argv(&args, |argv| {
-        let propagate = Propagate::WithAt {
-            argv,
-            at_index: req.opts.at_index,
-            now,
-        };
-        finish(
-            ctx,
-            tail,
-            eval,
-            &mut [Touched::new(key, name, fate)],
-            propagate,
-            true,
-            |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
-        )
-    })?;
-    Ok(RedisValue::NoReply)
+    finish(
+        ctx,
+        Tail::of(this),
+        eval,
+        &mut [Touched::new(key, name, fate)],
+        propagate,
+        true,
+        |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
+    )
 }
 
 /// RL.UNBLOCK key
 ///
 /// Removes the key's block (a key holding only a block is deleted). Replies 1 if a block was
 /// in force, else 0.
-///
-/// # Errors
-/// Arity, WRONGTYPE.
-pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() != 2 {
-        return Err(RlError::Arity.into());
+pub struct Unblock;
+
+impl Run for Unblock {
+    /// # Errors
+    /// Arity, WRONGTYPE.
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        if argv.len() != 2 {
+            return Err(RlError::Arity);
+        }
+        let name = argv.get(1).ok_or(RlError::Arity)?;
+        run_unblock(ctx, argv, name, this)
     }
-    let name = args.get(1).ok_or(RlError::Arity)?;
+}
+
+/// RL.UNBLOCK on key `name`; on `Ok` it has replied.
+fn run_unblock(
+    ctx: &Context,
+    argv: Argv<'_>,
+    name: Arg<'_>,
+    this: &'static Command,
+) -> Result<(), RlError> {
     let mut key = LimiterKey::open(ctx, name);
-    let (fate, in_force) = match key.limiter("rl.unblock")? {
+    let (fate, in_force) = match key.limiter(this.name_str())? {
         None => (Fate::Unchanged, false),
         Some(mut state) => {
             // The reply says whether a block was in force; the state drops any stored block,
@@ -126,22 +165,17 @@ pub fn run_unblock(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             (fate, in_force && had)
         }
     };
-    let tail = Tail {
-        event: c"rl.unblock",
-        stats: &stats::UNBLOCK,
-    };
-    let propagate = Propagate::Plain(std::slice::from_ref(&name));
+    let propagate = Propagate::Plain(argv);
     finish(
         ctx,
-        tail,
+        Tail::of(this),
         // Not a clock-dependent write: the key keeps its state's own expiry.
         Evaluation::exact(0),
         &mut [Touched::new(key, name, fate)],
         propagate,
         in_force,
         |ctx| reply::integer(ctx, i64::from(in_force)),
-    )?;
-    Ok(RedisValue::NoReply)
+    )
 }
 
 #[cfg(test)]

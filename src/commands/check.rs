@@ -6,17 +6,37 @@
 //! A concurrency limiter (`CONCURRENCY limit lease`) is checked without a lease id (RL.CHECK
 //! takes none): the reply says whether `COST n` units would fit now as a new lease.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::Context;
 
 use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
-use crate::commands::{evaluation_time, limiter_reply};
+use crate::commands::row::{Command, Run};
+use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
 use crate::core::multi::AnyParams;
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
-use crate::stats;
+
+/// RL.CHECK's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: -3,
+    summary: c"The reply a limiter call with PEEK would give, read-only (runs on replicas)",
+    complexity: c"O(1), O(log N) for RL.SLIDING",
+    args: &[
+        KEY,
+        ArgDoc {
+            multiple: true,
+            ..arg(c"limiter", ArgType::String)
+        },
+        opt(c"cost", ArgType::Integer, c"COST"),
+        opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+        AT,
+    ],
+    shared_options: false,
+};
 
 /// RL.CHECK's parsed arguments.
 #[derive(Debug, Clone)]
@@ -52,25 +72,40 @@ impl CheckRequest {
 }
 
 /// RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]
+pub struct Check;
+
+impl Run for Check {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
+    }
+}
+
+/// RL.CHECK on the call's arguments and their bytes; on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let req = CheckRequest::parse(&bytes)?;
-    let name = args.get(1).ok_or(RlError::Arity)?;
+fn run(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Result<(), RlError> {
+    let req = CheckRequest::parse(bytes)?;
+    let name = argv.get(1).ok_or(RlError::Arity)?;
     // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
     let now = evaluation_time(ctx, req.opts.at)?.now;
     let mut key = LimiterKey::open_read(ctx, name);
-    let value = key.limiter_copy("rl.check")?;
+    let value = key.limiter_copy(this.name_str())?;
     let state = value.as_ref();
     let judged = req
         .spec
         .judge(state, now, req.opts.cost, req.opts.best_effort, None)
         .map_err(RlError::from)?;
     let d = Decision::from(judged.verdict);
-    stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
-    Ok(limiter_reply(ctx, &d))
+    this.stats
+        .record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
+    reply_decision(ctx, &d);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,32 +4,29 @@
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
 //! RL.RELEASE frees a lease and replies its units.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
+use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{LimiterCommand, Parsed, evaluation_time};
+use crate::commands::{LimiterCommand, Parsed, evaluation_time, with_bytes};
 use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
 };
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
-use crate::core::state::Stored;
-use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, Keys, arg, opt};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::{Arg, with_argv};
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
 /// takes the id from `DEDUP`; `COST`, `PEEK`, `BLOCK` and `AT` are RL.ALL's shared options).
 const DOC: CommandDoc = CommandDoc {
-    name: <Concurrency as Stored>::KIND.command_c(),
     arity: -6,
     summary: c"Concurrency limiter: take units under a lease (at most limit units held at once), or renew the lease the id holds",
     complexity: c"O(log N) where N is the number of leases held",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"limit", ArgType::Integer),
@@ -44,19 +41,15 @@ const DOC: CommandDoc = CommandDoc {
         AT,
     ],
     shared_options: false,
-    acl: c"write fast",
 };
 
 /// RL.RELEASE's COMMAND DOCS.
 pub const RELEASE_DOC: CommandDoc = CommandDoc {
-    name: c"rl.release",
     arity: -3,
     summary: c"Free the lease an id holds on a concurrency limiter; replies its units (0 if none)",
     complexity: c"O(log N) where N is the number of leases held",
-    keys: Keys::Update,
     args: &[KEY, arg(c"id", ArgType::String), AT],
     shared_options: false,
-    acl: c"write fast",
 };
 
 /// A lease id: binary-safe, at most 256 bytes, hashed as DEDUP ids are.
@@ -150,17 +143,30 @@ impl Release {
 /// none, the key is missing or the lease expired). Only a release that frees units writes: it
 /// records the update time, sets the key's expiry to its last lease's (deletes it after the
 /// last lease) and propagates with the resolved `AT`.
+pub struct ReleaseCommand;
+
+impl Run for ReleaseCommand {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| release(ctx, argv, bytes, this))
+    }
+}
+
+/// RL.RELEASE on the call's arguments and their bytes; on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors; WRONGTYPE for a key of another type or algorithm.
-pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let parsed = Release::parse(&bytes)?;
-    let key_name = args.get(1).ok_or(RlError::Arity)?;
+fn release(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Result<(), RlError> {
+    let parsed = Release::parse(bytes)?;
+    let key_name = argv.get(1).ok_or(RlError::Arity)?;
     let eval = evaluation_time(ctx, parsed.at)?;
     let now = eval.now;
-    let mut key = LimiterKey::open(ctx, Arg::from(key_name));
-    let (fate, units, now) = match key.limiter("rl.release")? {
+    let mut key = LimiterKey::open(ctx, key_name);
+    let (fate, units, now) = match key.limiter(this.name_str())? {
         None => (Fate::Unchanged, 0, now),
         Some(mut state) => {
             let now = state.clock(now);
@@ -169,7 +175,7 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             let (fate, units) = match released {
                 Err(e) => {
                     state.discard();
-                    return Err(RlError::from(e).into());
+                    return Err(RlError::from(e));
                 }
                 Ok(Released::Nothing) => (Fate::kept(state, None), 0),
                 Ok(Released::Emptied { units }) => {
@@ -183,27 +189,20 @@ pub fn release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             (fate, units, now)
         }
     };
-    let tail = Tail {
-        event: c"rl.release",
-        stats: &stats::RELEASE,
+    let propagate = Propagate::WithAt {
+        argv,
+        at_index: parsed.at_index,
+        now,
     };
-    with_argv(&args, |argv| {
-        let propagate = Propagate::WithAt {
-            argv,
-            at_index: parsed.at_index,
-            now,
-        };
-        finish(
-            ctx,
-            tail,
-            eval,
-            &mut [Touched::new(key, key_name, fate)],
-            propagate,
-            units > 0,
-            |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
-        )
-    })?;
-    Ok(RedisValue::NoReply)
+    finish(
+        ctx,
+        Tail::of(this),
+        eval,
+        &mut [Touched::new(key, key_name, fate)],
+        propagate,
+        units > 0,
+        |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
+    )
 }
 
 #[cfg(test)]

@@ -4,17 +4,14 @@ use crate::commands::args::{Args, Options, duration, duration_or_zero, positive}
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::fixed_window::{Fixed, FixedParams};
-use crate::core::state::Stored;
-use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
+use crate::docs::{ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
-    name: <Fixed as Stored>::KIND.command_c(),
     arity: -4,
     summary: c"Rate-limit with a fixed window counter: at most limit units per window, windows aligned to the Unix epoch shifted by OFFSET",
     complexity: c"O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"limit", ArgType::Integer),
@@ -22,7 +19,6 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"offset", ArgType::String, c"OFFSET"),
     ],
     shared_options: true,
-    acl: c"write fast",
 };
 
 /// RL.FIXED.

@@ -3,18 +3,15 @@
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::{Gcra, GcraParams};
-use crate::core::state::Stored;
 use crate::core::{CoreError, MUST_FIT_DURATION};
-use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
+use crate::docs::{ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
-    name: <Gcra as Stored>::KIND.command_c(),
     arity: -5,
     summary: c"Rate-limit with the generic cell rate algorithm: burst units at once, rate units per period sustained",
     complexity: c"O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"burst", ArgType::Integer),
@@ -22,7 +19,6 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"period", ArgType::String),
     ],
     shared_options: true,
-    acl: c"write fast",
 };
 
 /// RL.GCRA.

@@ -1,14 +1,26 @@
 //! RL.INFO key: describe any limiter key without changing it.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisValue};
 
 use crate::commands::decision_fields;
+use crate::commands::row::{Command, Run};
+use crate::core::LimiterState;
 use crate::core::time::ceil_ms;
+use crate::docs::{CommandDoc, KEY};
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
-use crate::ffi::command::Arg;
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply::{self, Resp2};
+
+/// RL.INFO's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: 2,
+    summary: c"Describe a limiter key: algorithm, parameters, current state and TTL",
+    complexity: c"O(1); O(log N) on a concurrency key, where N is the number of leases held",
+    args: &[KEY],
+    shared_options: false,
+};
 
 /// RL.INFO key
 ///
@@ -17,19 +29,31 @@ use crate::ffi::reply::{self, Resp2};
 /// remembered `DEDUP` ids and `ttl_ms`; a flat array under RESP2, a map under RESP3; nil for a
 /// missing key. A key holding only a block (`RL.BLOCK` on a missing key) has `algorithm none`
 /// and no parameters or limiter reply.
+pub struct Info;
+
+impl Run for Info {
+    /// # Errors
+    /// Arity, WRONGTYPE for a key of another type.
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        if argv.len() != 2 {
+            return Err(RlError::Arity);
+        }
+        let name = argv.get(1).ok_or(RlError::Arity)?;
+        let mut key = LimiterKey::open_read(ctx, name);
+        let ttl_ms = key.ttl_ms();
+        let Some(state) = key.limiter_copy(this.name_str())? else {
+            reply::null(ctx);
+            return Ok(());
+        };
+        describe(ctx, &state, ttl_ms)
+    }
+}
+
+/// Reply RL.INFO's description of `state`, whose key expires in `ttl_ms`.
 ///
 /// # Errors
-/// Arity, WRONGTYPE for a key of another type.
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() != 2 {
-        return Err(RlError::Arity.into());
-    }
-    let name = args.get(1).ok_or(RlError::Arity)?;
-    let mut key = LimiterKey::open_read(ctx, Arg::from(name));
-    let ttl_ms = key.ttl_ms();
-    let Some(state) = key.limiter_copy("rl.info")? else {
-        return Ok(RedisValue::Null);
-    };
+/// Overflow (a state at the bounds).
+fn describe(ctx: &Context, state: &LimiterState, ttl_ms: i64) -> Result<(), RlError> {
     let now = state.clock(server_now());
     let decision = state.peek(now).map_err(RlError::from)?;
     let int = |v: u64| RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX));
@@ -60,9 +84,6 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     fields.push(("blocked_ms", RedisValue::Integer(blocked)));
     fields.push(("dedup_ids", int(state.extras.len() as u64)));
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
-    Ok(reply::fields(
-        ctx,
-        Resp2::NamesAndValues,
-        fields.into_iter(),
-    ))
+    reply::fields(ctx, Resp2::NamesAndValues, fields.into_iter());
+    Ok(())
 }

@@ -1,10 +1,12 @@
 //! Thin, safe glue: bytes → typed request → core (judge, then settle) → `tail::finish` (write back,
 //! expire, replicate, notify, count) → reply.
 //!
-//! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
-//! and documents itself; [`run`] does the rest the same way for all of them. The algorithms'
-//! commands are wired once, in `crate::registry`, to the algorithms `core::kind` lists;
-//! `registry` turns that list into RL.ALL's table and the docs.
+//! Every command is one row of [`table`] (name, handler, flags, key spec, ACL categories, docs,
+//! counters), which registers it. Every limiter command is a [`LimiterCommand`]: it parses its
+//! arguments, names its algorithm and documents itself; [`run`] does the rest the same way for
+//! all of them. The algorithms' commands are wired once, in `crate::registry`, to the
+//! algorithms `core::kind` lists; `registry` turns that list into RL.ALL's table, and `table`
+//! into their rows.
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -38,9 +40,11 @@ pub mod propagate;
 pub mod refund;
 pub mod registry;
 pub mod restore;
+pub mod row;
 pub mod sliding;
 pub mod sliding_counter;
 pub mod stream_count;
+pub mod table;
 pub mod tail;
 pub mod throttle;
 pub mod token_bucket;
@@ -53,9 +57,10 @@ pub use propagate::{
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisValue};
 
 use crate::commands::args::Options;
+use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow;
@@ -63,33 +68,10 @@ use crate::core::limiter::{Algorithm, Decision, Verdict};
 use crate::core::state::Stored;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
-use crate::ffi::command::{Arg, Argv, Handler};
+use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats::{self, CommandStats};
-
-/// The handler Redis calls for command `run`: errors are sent by [`reply::error`], which cannot
-/// panic whatever their text, never by the crate's reply path (which can).
-pub fn entry(
-    run: fn(&Context, Vec<RedisString>) -> RedisResult,
-) -> impl Fn(&Context, Vec<RedisString>) -> RedisResult {
-    move |ctx, args| match run(ctx, args) {
-        Err(RedisError::String(text)) => {
-            reply::error(ctx, &text);
-            Ok(RedisValue::NoReply)
-        }
-        Err(RedisError::Str(text)) => {
-            reply::error(ctx, text);
-            Ok(RedisValue::NoReply)
-        }
-        Err(RedisError::WrongType) => {
-            reply::error(ctx, &RlError::WrongType.to_string());
-            Ok(RedisValue::NoReply)
-        }
-        // Arity goes through RedisModule_WrongArity (no text of ours); replies are our own.
-        other => other,
-    }
-}
+use crate::stats::CommandStats;
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]
@@ -100,7 +82,8 @@ pub struct Parsed<P> {
 
 /// A limiter command: how it parses, which algorithm it runs, how it replies and replicates.
 ///
-/// The name, event and counters default to the algorithm's own command (`rl.<name>`).
+/// The name and event default to the algorithm's own command (`rl.<name>`); its counters are its
+/// row's in `table`.
 pub trait LimiterCommand {
     /// The algorithm behind the command.
     type Algo: Stored;
@@ -115,11 +98,6 @@ pub trait LimiterCommand {
 
     /// The name as a C string: the keyspace event a write fires, and the command replicated.
     const EVENT: &'static CStr = <Self::Algo as Stored>::KIND.command_c();
-
-    /// The command's counters.
-    fn stats() -> &'static CommandStats {
-        stats::of(<Self::Algo as Stored>::KIND)
-    }
 
     /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
     ///
@@ -167,12 +145,6 @@ pub fn reply_decision(ctx: &Context, d: &Decision) {
     reply::integers(ctx, Some(&DECISION_NAMES), decision_values(d));
 }
 
-/// The limiter reply, for a command run through the crate's wrapper: sent, then `NoReply`.
-pub fn limiter_reply(ctx: &Context, d: &Decision) -> RedisValue {
-    reply_decision(ctx, d);
-    RedisValue::NoReply
-}
-
 /// The limiter reply's names and values, in order.
 pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
     let [g, l, r, retry, reset] = decision_values(d);
@@ -204,16 +176,18 @@ pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
     }
 }
 
-/// The handler Redis calls for limiter command `C` (registered in `lib.rs`).
+/// The handler of limiter command `C` (its row in `table`).
 pub struct Limiter<C>(PhantomData<C>);
 
-impl<C: LimiterCommand> Handler for Limiter<C> {
-    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes))
+impl<C: LimiterCommand> Run for Limiter<C> {
+    #[inline(always)]
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes, &this.stats))
     }
 }
 
-/// The shared flow of every limiter command, on the call's arguments and their bytes.
+/// The shared flow of every limiter command, on the call's arguments and their bytes, counted
+/// in `stats`.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
@@ -221,6 +195,7 @@ pub fn run<C: LimiterCommand>(
     ctx: &Context,
     argv: Argv<'_>,
     bytes: &[&[u8]],
+    stats: &'static CommandStats,
 ) -> Result<(), RlError> {
     let parsed = C::parse(bytes)?;
     let key_name = argv.get(1).ok_or(RlError::Arity)?;
@@ -248,7 +223,7 @@ pub fn run<C: LimiterCommand>(
     let d = Decision::from(outcome.verdict);
     let tail = Tail {
         event: C::EVENT,
-        stats: C::stats(),
+        stats,
     };
     let propagate = Propagate::Value {
         argv,

@@ -1,21 +1,33 @@
 //! RL.REFUND key units [DEDUP id] [AT t]: give units back to a limiter, for any algorithm
 //! (`core::flow::refund`; an algorithm says through `Algorithm::REFUND` whether it takes one).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::Context;
 
 use crate::commands::args::{Args, Options, positive};
+use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{evaluation_time, reply_decision};
+use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::flow;
 use crate::core::limiter::Decision;
+use crate::docs::{AT, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::with_argv;
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats;
 
-/// The command's name.
-const NAME: &str = "rl.refund";
+/// RL.REFUND's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: -3,
+    summary: c"Give units back to a limiter (a request that was charged but did not happen, or cost less than reserved)",
+    complexity: c"O(1), O(N) for RL.SLIDING when the newest entry holds fewer than the units given back",
+    args: &[
+        KEY,
+        arg(c"units", ArgType::Integer),
+        opt(c"id", ArgType::String, c"DEDUP"),
+        AT,
+    ],
+    shared_options: false,
+};
 
 /// RL.REFUND's parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,17 +55,30 @@ impl RefundRequest {
 ///
 /// Replies the limiter reply after the refund, `granted` being the units given back; nil for a
 /// missing key (or one holding only a block).
+pub struct Refund;
+
+impl Run for Refund {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
+    }
+}
+
+/// RL.REFUND on the call's arguments and their bytes; on `Ok` it has replied.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, an algorithm that takes no refund; nothing is written then.
-pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    let req = RefundRequest::parse(&bytes)?;
-    let name = args.get(1).ok_or(RlError::Arity)?;
+fn run(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Result<(), RlError> {
+    let req = RefundRequest::parse(bytes)?;
+    let name = argv.get(1).ok_or(RlError::Arity)?;
     let eval = evaluation_time(ctx, req.opts.at)?;
     let now = eval.now;
     let mut key = LimiterKey::open(ctx, name);
-    let held = key.limiter(NAME)?;
+    let held = key.limiter(this.name_str())?;
     // Judged before anything changes: a refund that errors changes nothing.
     let judged = match &held {
         Some(state) => {
@@ -74,31 +99,24 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             (Fate::Unchanged, None)
         }
     };
-    let tail = Tail {
-        event: c"rl.refund",
-        stats: &stats::REFUND,
-    };
     let granted = reply.is_some_and(|d| d.granted > 0);
-    with_argv(&args, |argv| {
-        let propagate = Propagate::WithAt {
-            argv,
-            at_index: req.opts.at_index,
-            now,
-        };
-        finish(
-            ctx,
-            tail,
-            eval,
-            &mut [Touched::new(key, name, fate)],
-            propagate,
-            granted,
-            |ctx| match &reply {
-                Some(d) => reply_decision(ctx, d),
-                None => reply::null(ctx),
-            },
-        )
-    })?;
-    Ok(RedisValue::NoReply)
+    let propagate = Propagate::WithAt {
+        argv,
+        at_index: req.opts.at_index,
+        now,
+    };
+    finish(
+        ctx,
+        Tail::of(this),
+        eval,
+        &mut [Touched::new(key, name, fate)],
+        propagate,
+        granted,
+        |ctx| match &reply {
+            Some(d) => reply_decision(ctx, d),
+            None => reply::null(ctx),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The algorithms' commands, one per algorithm of the registry (`core::kind`), of the type the
-//! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]),
-//! and every command's docs ([`docs`]). `lib.rs` registers the commands from the same list.
+//! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]).
+//! `commands::table` makes their rows of the command table from the same list.
 
 use crate::commands::LimiterCommand;
 use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
 use crate::core::state::WiredState;
-use crate::docs::{ArgDoc, ArgType, CommandDoc, OTHERS, SHARED_OPTIONS};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, SHARED_OPTIONS};
 use crate::error::RlError;
 
 /// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
@@ -81,18 +81,6 @@ macro_rules! define_limiters {
 
 crate::core::kind::each!(define_limiters);
 
-/// The docs of every command the module registers.
-pub fn docs() -> impl Iterator<Item = &'static CommandDoc> {
-    LIMITERS
-        .iter()
-        .map(|l| l.doc)
-        .chain(std::iter::once(
-            &<crate::commands::throttle::ThrottleCommand as LimiterCommand>::DOC,
-        ))
-        .chain(std::iter::once(&crate::commands::concurrency::RELEASE_DOC))
-        .chain(OTHERS)
-}
-
 /// RL.ALL's limiter named `token` (any case).
 pub fn limiter(token: &[u8]) -> Option<&'static Limiter> {
     LIMITERS
@@ -103,12 +91,13 @@ pub fn limiter(token: &[u8]) -> Option<&'static Limiter> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::row::Command;
+    use crate::commands::table::COMMANDS;
     use crate::core::dedup::DedupId;
     use crate::core::flow::{self, Write};
     use crate::core::limiter::{Refund, Request};
     use crate::core::state::{Stored, dispatch};
     use crate::core::{LimiterState, codec};
-    use crate::stats;
 
     const T: u64 = 1_700_000_000_000_000;
 
@@ -155,16 +144,18 @@ mod tests {
                 limiter
             ));
             assert!(limiter.positional() >= 1, "{kind:?}");
-            // Docs: its command's name, the key first.
-            assert_eq!(limiter.doc.name.to_str(), Ok(kind.command()));
+            // Its row in the command table: its command's name, its docs (the key first) and
+            // INFO counters named after the command with `_` for `.`.
+            let rows: Vec<&Command> = COMMANDS
+                .iter()
+                .filter(|c| c.name.to_str() == Ok(kind.command()))
+                .collect();
+            assert_eq!(rows.len(), 1, "{kind:?}");
+            assert_eq!(rows[0].doc.summary, limiter.doc.summary, "{kind:?}");
             assert_eq!(limiter.doc.args.first().map(|a| a.kind), Some(ArgType::Key));
-            assert!(docs().filter(|d| d.name == limiter.doc.name).count() == 1);
-            // INFO counters, named after the command with `_` for `.`.
-            assert_eq!(stats::of(*kind).name, kind.command().replace('.', "_"));
-            assert!(
-                stats::ALL
-                    .iter()
-                    .any(|s| std::ptr::eq(*s, stats::of(*kind)))
+            assert_eq!(
+                rows[0].stats.name,
+                Some(kind.command().replace('.', "_").as_str())
             );
 
             // A parsed limiter is stored with its tag and decodes back.
@@ -196,7 +187,9 @@ mod tests {
                 }
                 Refund::Via(via) => {
                     assert!(
-                        docs().any(|d| d.name.to_str().is_ok_and(|n| n.eq_ignore_ascii_case(via))),
+                        COMMANDS
+                            .iter()
+                            .any(|c| c.name_str().eq_ignore_ascii_case(via)),
                         "{kind:?}: {via}"
                     );
                     let before = charged.clone();
@@ -215,37 +208,5 @@ mod tests {
             Write::Created(s) => s,
             w => panic!("{:?}: {w:?}", A::KIND),
         }
-    }
-
-    /// SPEC "ACL": the internal commands that write raw state are `@admin @dangerous` and in no
-    /// other category (not the module's); every other command is in `@write` or `@read` and in
-    /// the module's category, and none is `@admin` or `@dangerous`.
-    #[test]
-    fn only_the_internal_commands_are_admin_and_outside_the_module_category() {
-        let cats = |d: &CommandDoc| -> Vec<String> {
-            let acl = d.acl.to_str().unwrap();
-            acl.split(' ').map(str::to_string).collect()
-        };
-        let mut internal = 0;
-        for d in docs() {
-            let name = d.name.to_str().unwrap();
-            if name.starts_with("rl._") {
-                internal += 1;
-                assert_eq!(cats(d), ["admin", "dangerous"], "{name}");
-                assert!(!d.in_module_category(), "{name}");
-            } else {
-                let c = cats(d);
-                assert!(
-                    c.iter().any(|c| c == "write" || c == "read"),
-                    "{name}: {c:?}"
-                );
-                assert!(
-                    !c.iter().any(|c| c == "admin" || c == "dangerous"),
-                    "{name}: {c:?}"
-                );
-                assert!(d.in_module_category(), "{name}");
-            }
-        }
-        assert_eq!(internal, 2);
     }
 }

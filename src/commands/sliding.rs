@@ -3,17 +3,14 @@
 use crate::commands::args::{Args, Options, duration, once, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
-use crate::core::state::Stored;
-use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg, opt};
+use crate::docs::{ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
-    name: <SlidingLog as Stored>::KIND.command_c(),
     arity: -4,
     summary: c"Rate-limit with an exact sliding window log: at most limit units in any window, logged in buckets of PRECISION (default 1ms)",
     complexity: c"O(log N) where N is the number of entries in the key's log (at most 65536); expired entries are dropped in amortized O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"limit", ArgType::Integer),
@@ -21,7 +18,6 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"precision", ArgType::String, c"PRECISION"),
     ],
     shared_options: true,
-    acl: c"write fast",
 };
 
 /// RL.SLIDING.
@@ -67,6 +63,7 @@ mod tests {
     use crate::core::limiter::Algorithm;
     use crate::core::packed::Encodable;
     use crate::core::state::LimiterState;
+    use crate::core::state::Stored;
     use proptest::prelude::*;
 
     /// Logs growing one byte per entry cross the limit at every length: the first that does

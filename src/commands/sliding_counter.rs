@@ -3,24 +3,20 @@
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
-use crate::core::state::Stored;
-use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
+use crate::docs::{ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
-    name: <SlidingCounter as Stored>::KIND.command_c(),
     arity: -4,
     summary: c"Rate-limit with a sliding window counter: the previous window's count weighted by its overlap plus the current window's, at most limit",
     complexity: c"O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"limit", ArgType::Integer),
         arg(c"window", ArgType::String),
     ],
     shared_options: true,
-    acl: c"write fast",
 };
 
 /// RL.SLIDINGCOUNTER.

@@ -21,6 +21,7 @@
 use redis_module::Context;
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
 use crate::core::decimal::{U64_DIGITS, format_u64_into};
@@ -28,14 +29,31 @@ use crate::core::stream_count::{
     self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
     window_start_ms,
 };
+use crate::docs::{AT, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::{Argv, Handler};
+use crate::ffi::command::Argv;
 use crate::ffi::events::subscribe_key_events;
 use crate::ffi::notify::{Class, notify_as};
 use crate::ffi::replicate::{replicate_key_bytes, replicate_key_kw_bytes, replicate_xadd};
 use crate::ffi::reply;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
-use crate::{stats, tally_cache};
+use crate::stats::CommandStats;
+use crate::tally_cache;
+
+/// RL.STREAMCOUNT's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: -3,
+    summary: c"Sliding-window counter on a Redis stream (the classic Lua layout): add to the window's total, optionally under a limit",
+    complexity: c"O(1) amortized: a running total reads only the entries that entered or left the window since the last call; O(N) in the window's entries for the first call on a key, and after a change other than an append or a trim (XDEL, DEL, RENAME, a flush...)",
+    args: &[
+        KEY,
+        arg(c"window", ArgType::String),
+        opt(c"n", ArgType::Integer, c"ADD"),
+        opt(c"limit", ArgType::Integer, c"LIMIT"),
+        AT,
+    ],
+    shared_options: false,
+};
 
 /// Parsed arguments of RL.STREAMCOUNT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,12 +158,12 @@ fn reply_total(ctx: &Context, total: u64) {
     reply::integer(ctx, i64::try_from(total).unwrap_or(i64::MAX));
 }
 
-/// The handler Redis calls for RL.STREAMCOUNT (registered in `lib.rs`).
+/// RL.STREAMCOUNT's handler (its row in `commands::table`).
 pub struct StreamCount;
 
-impl Handler for StreamCount {
-    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes))
+impl Run for StreamCount {
+    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+        with_bytes(argv, |bytes| run(ctx, argv, bytes, &this.stats))
     }
 }
 
@@ -154,7 +172,12 @@ impl Handler for StreamCount {
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, an entry whose `count` is not an integer (named by its ID).
-pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
+pub fn run(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    stats: &'static CommandStats,
+) -> Result<(), RlError> {
     let req = StreamCountRequest::parse(bytes)?;
     let name = argv.get(1).ok_or(RlError::Arity)?;
     let eval = evaluation_time(ctx, req.at)?;
@@ -184,12 +207,12 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     guard.keep = kind == Kind::Stream;
     let after = match plan(guard.tally.total(), req.add, req.limit).ok_or(RlError::Overflow)? {
         Plan::Deny => {
-            stats::STREAMCOUNT.record(false);
+            stats.record(false);
             reply::integer(ctx, -1);
             return Ok(());
         }
         Plan::Report(total) => {
-            stats::STREAMCOUNT.record(true);
+            stats.record(true);
             reply_total(ctx, total);
             return Ok(());
         }
@@ -258,7 +281,7 @@ pub fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError
     // or trim from inside our events left the tally not quiet, to be reconciled next time.
     let t = &guard.tally;
     guard.keep = kept && t.len == key.len() && (id >= cut || t.last == key.last());
-    stats::STREAMCOUNT.record(true);
+    stats.record(true);
     reply_total(ctx, after);
     Ok(())
 }

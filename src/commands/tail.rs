@@ -5,10 +5,11 @@
 
 use std::ffi::CStr;
 
-use redis_module::{Context, RedisString};
+use redis_module::Context;
 
 use crate::commands::evaluation::Evaluation;
 use crate::commands::propagate::{replicate_argv_with_at, replicate_expiry, replicate_state};
+use crate::commands::row::Command;
 use crate::core::flow::Write;
 use crate::core::packed::StateMut;
 use crate::core::{LimiterState, Micros};
@@ -121,9 +122,9 @@ pub enum Propagate<'a> {
         at_index: Option<usize>,
         now: Micros,
     },
-    /// The command with these arguments, as they are (a write that does not depend on the
+    /// The command with the call's arguments, as they are (a write that does not depend on the
     /// clock).
-    Plain(&'a [&'a RedisString]),
+    Plain(Argv<'a>),
 }
 
 /// A write command's name and counters.
@@ -133,6 +134,16 @@ pub struct Tail {
     pub event: &'static CStr,
     /// The command's counters.
     pub stats: &'static CommandStats,
+}
+
+impl Tail {
+    /// Command `c`'s name and counters.
+    pub fn of(c: &'static Command) -> Tail {
+        Tail {
+            event: c.name,
+            stats: &c.stats,
+        }
+    }
 }
 
 /// One key of a write command, for [`finish`].

@@ -18,10 +18,9 @@ use crate::core::Micros;
 use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};
 use crate::core::limiter::{Decision, Retry, Verdict};
 use crate::core::time::{US_PER_MS, US_PER_SEC};
-use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, Keys, arg};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::reply;
-use crate::stats::{self, CommandStats};
 
 /// CL.THROTTLE.
 pub struct ThrottleCommand;
@@ -38,12 +37,10 @@ fn cell_seconds(us: Micros) -> i64 {
 }
 
 /// COMMAND DOCS.
-const DOC: CommandDoc = CommandDoc {
-    name: c"cl.throttle",
+pub const DOC: CommandDoc = CommandDoc {
     arity: -5,
     summary: c"redis-cell compatible GCRA rate limiting",
     complexity: c"O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"max_burst", ArgType::Integer),
@@ -55,7 +52,6 @@ const DOC: CommandDoc = CommandDoc {
         },
     ],
     shared_options: false,
-    acl: c"write fast",
 };
 
 impl LimiterCommand for ThrottleCommand {
@@ -63,10 +59,6 @@ impl LimiterCommand for ThrottleCommand {
     const DOC: CommandDoc = DOC;
     const NAME: &'static str = "cl.throttle";
     const EVENT: &'static CStr = c"cl.throttle";
-
-    fn stats() -> &'static CommandStats {
-        &stats::THROTTLE
-    }
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<GcraParams>, RlError> {
         // redis-cell's arguments, optionally followed by `AT t` (our extension, which is also how

@@ -3,18 +3,15 @@
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
-use crate::core::state::Stored;
 use crate::core::token_bucket::TokenBucket;
-use crate::docs::{ArgType, CommandDoc, KEY, Keys, arg};
+use crate::docs::{ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
 const DOC: CommandDoc = CommandDoc {
-    name: <TokenBucket as Stored>::KIND.command_c(),
     arity: -5,
     summary: c"Rate-limit with a token bucket of capacity tokens refilled continuously at refill per period",
     complexity: c"O(1)",
-    keys: Keys::Update,
     args: &[
         KEY,
         arg(c"capacity", ArgType::Integer),
@@ -22,7 +19,6 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"period", ArgType::String),
     ],
     shared_options: true,
-    acl: c"write fast",
 };
 
 /// RL.TOKENBUCKET.

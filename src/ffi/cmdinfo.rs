@@ -1,11 +1,12 @@
 //! Hands `crate::docs` to the server with `RedisModule_SetCommandInfo`, which gives Redis 7.0+
 //! exact arity, key specs (so cluster routing and `COMMAND GETKEYS` work) and `COMMAND DOCS`.
 //!
-//! The legacy command table of `redis_module!` registers the commands (the `#[command]` macro
-//! needs a 7.2 API); this adds what that table cannot say, ACL categories included: each
-//! command's `acl` of the table, plus the module's own category, on the servers that have these
-//! APIs (looked up at load, so Redis 7.0 still loads the module without them).
+//! `ffi::command::create` registers the commands with the legacy call (the `#[command]` macro
+//! needs a 7.2 API); this adds what that call cannot say, ACL categories included: each
+//! command's categories of `commands::table`, plus the module's own category, on the servers
+//! that have these APIs (looked up at load, so Redis 7.0 still loads the module without them).
 
+use std::ffi::CStr;
 use std::mem::size_of;
 use std::os::raw::c_int;
 
@@ -64,12 +65,17 @@ fn key_spec(keys: Keys) -> KeySpec {
     )
 }
 
-/// Apply `doc` to its registered command.
+/// Apply `doc` and the key spec `keys` to registered command `name`.
 ///
 /// # Errors
 /// A message naming the command if the server refused.
-pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), String> {
-    let fail = |what: &str| format!("{}: {what}", doc.name.to_string_lossy());
+pub fn set_command_info(
+    ctx: &Context,
+    name: &CStr,
+    keys: Keys,
+    doc: &CommandDoc,
+) -> Result<(), String> {
+    let fail = |what: &str| format!("{}: {what}", name.to_string_lossy());
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let get_command = unsafe { raw::RedisModule_GetCommand };
     // SAFETY: as above.
@@ -79,11 +85,11 @@ pub fn set_command_info(ctx: &Context, doc: &CommandDoc) -> Result<(), String> {
         return Ok(());
     };
     // SAFETY: called from OnLoad with the module's context; the name is NUL-terminated.
-    let cmd = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    let cmd = unsafe { get_command(ctx.ctx, name.as_ptr()) };
     if cmd.is_null() {
         return Err(fail("not registered"));
     }
-    let mut specs = get_redis_key_spec(vec![key_spec(doc.keys)]);
+    let mut specs = get_redis_key_spec(vec![key_spec(keys)]);
     let extra: &[ArgDoc] = if doc.shared_options {
         SHARED_OPTIONS
     } else {
@@ -143,16 +149,17 @@ pub fn add_module_acl_category(ctx: &Context) -> Result<bool, String> {
     }
 }
 
-/// Puts `doc`'s command in its ACL categories (`doc.acl`, plus the module's category when
-/// `module_category` and the command belongs there, see [`CommandDoc::in_module_category`]), where the server has `RedisModule_SetCommandACLCategories` (Redis 7.2+,
-/// Valkey). On older servers module commands are in no category: users need `+@all` or the
-/// commands by name.
+/// Puts registered command `name` in the ACL categories `acl` (space-separated), plus the
+/// module's category when `module_category`, where the server has
+/// `RedisModule_SetCommandACLCategories` (Redis 7.2+, Valkey). On older servers module commands
+/// are in no category: users need `+@all` or the commands by name.
 ///
 /// # Errors
 /// A message naming the command if the server refused.
 pub fn set_acl_categories(
     ctx: &Context,
-    doc: &CommandDoc,
+    name: &CStr,
+    acl: &CStr,
     module_category: bool,
 ) -> Result<(), String> {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
@@ -162,16 +169,16 @@ pub fn set_acl_categories(
     let (Some(get_command), Some(set_acl)) = (get_command, set_acl) else {
         return Ok(());
     };
-    let mut categories = doc.acl.to_bytes().to_vec();
-    if module_category && doc.in_module_category() {
+    let mut categories = acl.to_bytes().to_vec();
+    if module_category {
         categories.push(b' ');
         categories.extend_from_slice(ACL_CATEGORY.to_bytes());
     }
     categories.push(0);
     // SAFETY: called from OnLoad with the module's context; the name is NUL-terminated.
-    let cmd = unsafe { get_command(ctx.ctx, doc.name.as_ptr()) };
+    let cmd = unsafe { get_command(ctx.ctx, name.as_ptr()) };
     if cmd.is_null() {
-        return Err(format!("{}: not registered", doc.name.to_string_lossy()));
+        return Err(format!("{}: not registered", name.to_string_lossy()));
     }
     // SAFETY: `cmd` is our registered command; `categories` ends with the NUL pushed above and
     // has no other NUL (both parts are C strings).
@@ -181,7 +188,7 @@ pub fn set_acl_categories(
     } else {
         Err(format!(
             "{}: the server refused the ACL categories '{}'",
-            doc.name.to_string_lossy(),
+            name.to_string_lossy(),
             String::from_utf8_lossy(&categories[..categories.len() - 1])
         ))
     }

@@ -12,6 +12,31 @@ use std::os::raw::c_int;
 
 use redis_module::{Context, RedisString, Status, raw};
 
+/// The C signature of a command handler.
+type CommandFn = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// The `extern "C"` handler Redis calls for a command run by a [`Handler`]: a value a command
+/// table can hold ([`Callback::of`]) and [`create`] registers.
+#[derive(Clone, Copy)]
+pub struct Callback(CommandFn);
+
+impl std::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Callback")
+    }
+}
+
+impl Callback {
+    /// The handler that runs `H`.
+    pub const fn of<H: Handler>() -> Callback {
+        Callback(dispatch::<H>)
+    }
+}
+
 use crate::error::RlError;
 
 /// One argument of the current call, borrowed for the call.
@@ -89,12 +114,6 @@ impl<'a> Argv<'a> {
     }
 }
 
-/// Run `f` with `args` (strings the crate's wrapper handed out) seen as an [`Argv`].
-pub fn with_argv<R>(args: &[RedisString], f: impl FnOnce(Argv<'_>) -> R) -> R {
-    let raw: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
-    f(Argv { argv: &raw })
-}
-
 /// A command run by `dispatch`.
 pub trait Handler {
     /// Run the command on `argv`; on `Ok` it has replied.
@@ -104,7 +123,7 @@ pub trait Handler {
     fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError>;
 }
 
-/// The `extern "C"` handler Redis calls for a command registered with [`create`].
+/// The `extern "C"` handler Redis calls for a command run by `H` ([`Callback::of`]).
 unsafe extern "C" fn dispatch<H: Handler>(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
@@ -132,10 +151,11 @@ unsafe extern "C" fn dispatch<H: Handler>(
     raw::REDISMODULE_OK as c_int
 }
 
-/// Register command `name` (lower case) run by `H`, with its flags and legacy key range.
-pub fn create<H: Handler>(
+/// Register command `name` (lower case) run by `handler`, with its flags and legacy key range.
+pub fn create(
     ctx: &Context,
     name: &CStr,
+    handler: Callback,
     flags: &CStr,
     first_key: c_int,
     last_key: c_int,
@@ -146,12 +166,12 @@ pub fn create<H: Handler>(
         return Status::Err;
     };
     // SAFETY: called from OnLoad with its context; `name` and `flags` are NUL-terminated
-    // constants, and `dispatch::<H>` has the command handler's signature.
+    // constants, and `handler` has the command handler's signature (`dispatch` of a handler).
     let rc = unsafe {
         create(
             ctx.ctx,
             name.as_ptr(),
-            Some(dispatch::<H>),
+            Some(handler.0),
             flags.as_ptr(),
             first_key,
             last_key,

@@ -5,20 +5,21 @@
 use std::ffi::CStr;
 use std::os::raw::c_char;
 
-use redis_module::{Context, RedisString, raw};
+use redis_module::{Context, raw};
 
-use crate::ffi::command::Arg;
+use crate::ffi::command::{Arg, Argv};
 
 /// Arguments passed on the stack; a longer call (RL.ALL with many keys) uses the heap.
 const INLINE_ARGS: usize = 16;
 
-/// Propagate `cmd args...` (one command, no MULTI around it).
-pub fn replicate(ctx: &Context, cmd: &CStr, args: &[&RedisString]) {
+/// Propagate `cmd` with the call's arguments after its name, as they are (one command, no MULTI
+/// around it).
+pub fn replicate(ctx: &Context, cmd: &CStr, argv: Argv<'_>) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return;
     };
-    let argv: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+    let argv: Vec<*mut raw::RedisModuleString> = argv.iter().skip(1).map(Arg::raw).collect();
     // SAFETY: format "v" takes an array of RedisModuleString pointers and its length; every
     // pointer is a live string of this call, and Redis retains what it keeps.
     unsafe {

@@ -93,6 +93,15 @@ pub fn integer(ctx: &Context, value: i64) {
     }
 }
 
+/// Reply `+OK`.
+pub fn ok(ctx: &Context) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    if let Some(simple) = unsafe { raw::RedisModule_ReplyWithSimpleString } {
+        // SAFETY: `ctx` is the command's context; the text is NUL-terminated, and Redis copies it.
+        unsafe { simple(ctx.ctx, c"OK".as_ptr()) };
+    }
+}
+
 /// Reply with nil (RESP2's null bulk string, RESP3's null).
 pub fn null(ctx: &Context) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.

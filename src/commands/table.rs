@@ -1,0 +1,321 @@
+//! Every command the module registers, one row each ([`Command`]): its name, handler, flags,
+//! key spec, ACL categories, docs and `INFO ratelimit` counters. Registration (`lib.rs` calls
+//! [`register`]), `COMMAND INFO` / `COMMAND DOCS`, the ACL categories and the INFO counters are
+//! all read from [`COMMANDS`]; the tests below check every row (docs, arity, flags against key
+//! spec and ACL categories, counters), and the integration tests check what the server lists.
+//!
+//! Adding a command: in its command file (declared in `commands/mod.rs`), its handler (a type
+//! implementing [`Run`], which gets its row: `tail::Tail::of` names and counts the call) and
+//! its `CommandDoc`; then one row in the `rows` below. A row without counters fails
+//! `every_command_but_rl_info_and_the_internal_ones_is_counted`; docs that do not match the
+//! arity fail `every_command_has_docs_that_match_its_arity`; outside `src`, `tests/acl.rs` and
+//! `tests/fuzz.rs` fail until they have a call of it.
+//!
+//! An algorithm's command is not written here: it comes with its registry row
+//! (`crate::registry`), as `algorithm` makes it.
+
+use std::ffi::CStr;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::Context;
+
+use crate::commands::registry::WiredCommand;
+use crate::commands::row::{Command, Run};
+use crate::commands::{
+    Limiter, LimiterCommand, all, block, check, concurrency, info, refund, restore, stream_count,
+    throttle,
+};
+use crate::core::kind::of;
+use crate::core::state::Stored;
+use crate::docs::Keys;
+use crate::error::RlError;
+use crate::ffi;
+use crate::ffi::command::{Argv, Callback, Handler};
+use crate::stats::CommandStats;
+
+/// The handler of row `I`, run by `H`.
+struct Row<H, const I: usize>(PhantomData<H>);
+
+impl<H: Run, const I: usize> Handler for Row<H, I> {
+    #[inline(always)]
+    fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
+        const { assert!(I < COMMANDS.len()) };
+        // In bounds: checked above, when the row is built.
+        #[allow(clippy::indexing_slicing)]
+        H::run(ctx, argv, &COMMANDS[I])
+    }
+}
+
+/// Flags of every algorithm's command.
+const ALGORITHM_FLAGS: &CStr = c"write deny-oom fast";
+/// ACL categories of every algorithm's command.
+const ALGORITHM_ACL: &CStr = c"write fast";
+
+/// The row of algorithm command `C`, at `I`: `rl.<name>` (`core::kind`), run by
+/// [`crate::commands::run`], counted as `rl_<name>`.
+const fn algorithm<C: LimiterCommand, const I: usize>() -> Command {
+    Command {
+        name: C::EVENT,
+        handler: Callback::of::<Row<Limiter<C>, I>>(),
+        flags: ALGORITHM_FLAGS,
+        keys: Keys::Update,
+        acl: ALGORITHM_ACL,
+        doc: &C::DOC,
+        stats: CommandStats::new(Some(<C::Algo as Stored>::KIND.stat_name())),
+    }
+}
+
+/// `rows!([rows] Variant..)`: [`COMMANDS`], the algorithms' commands first (registry order),
+/// then the rows, in `INFO ratelimit` order.
+macro_rules! rows {
+    ([$($at:ident => $name:expr, $handler:ty, $flags:literal, $keys:ident, $acl:literal, $doc:expr, $stats:expr;)*] $($variant:ident)*) => {
+        /// Each row's position in [`COMMANDS`].
+        #[allow(dead_code)]
+        enum At {
+            $($variant,)*
+            $($at,)*
+        }
+
+        /// Every command the module registers.
+        pub static COMMANDS: [Command; [$(At::$variant,)* $(At::$at,)*].len()] = [
+            $(algorithm::<<of::$variant as WiredCommand>::Command, { At::$variant as usize }>(),)*
+            $(Command {
+                name: $name,
+                handler: Callback::of::<Row<$handler, { At::$at as usize }>>(),
+                flags: $flags,
+                keys: Keys::$keys,
+                acl: $acl,
+                doc: $doc,
+                stats: CommandStats::new($stats),
+            },)*
+        ];
+    };
+}
+
+crate::core::kind::each!(
+    rows,
+    // Each line: position => name, handler, flags, key spec (`docs::Keys`), ACL categories, docs,
+    // INFO counters. RL.RELEASE, RL.REFUND and RL.UNBLOCK only free or give back: not deny-oom,
+    // so they run under maxmemory too. RL._RESTORE and RL._SET write raw state, for replication
+    // and the AOF, never for applications: @admin @dangerous only (SPEC "ACL").
+    // position   name                              handler                             flags                          keys       ACL                 docs                             INFO counters
+    StreamCount => c"rl.streamcount",                stream_count::StreamCount,          c"write deny-oom",             Update,    c"write",           &stream_count::DOC,              Some("rl_streamcount");
+    All =>         c"rl.all",                        all::All,                           c"write deny-oom getkeys-api", Numkeys,   c"write fast",      &all::DOC,                       Some("rl_all");
+    Throttle =>    throttle::ThrottleCommand::EVENT, Limiter<throttle::ThrottleCommand>, c"write deny-oom fast",        Update,    c"write fast",      &throttle::ThrottleCommand::DOC, Some("cl_throttle");
+    Refund =>      c"rl.refund",                     refund::Refund,                     c"write",                      Update,    c"write",           &refund::DOC,                    Some("rl_refund");
+    Block =>       c"rl.block",                      block::Block,                       c"write deny-oom fast",        Update,    c"write fast",      &block::BLOCK_DOC,               Some("rl_block");
+    Unblock =>     c"rl.unblock",                    block::Unblock,                     c"write fast",                 Update,    c"write fast",      &block::UNBLOCK_DOC,             Some("rl_unblock");
+    Check =>       c"rl.check",                      check::Check,                       c"readonly fast",              Read,      c"read fast",       &check::DOC,                     Some("rl_check");
+    Release =>     c"rl.release",                    concurrency::ReleaseCommand,        c"write fast",                 Update,    c"write fast",      &concurrency::RELEASE_DOC,       Some("rl_release");
+    Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
+    Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
+    Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;
+);
+
+/// Register every command of [`COMMANDS`] with its docs, key spec and ACL categories (and the
+/// module's ACL category, where the server has module categories). Only valid during `OnLoad`.
+///
+/// # Errors
+/// A message naming what the server refused.
+pub fn register(ctx: &Context) -> Result<(), String> {
+    let module_category = ffi::cmdinfo::add_module_acl_category(ctx)?;
+    for c in &COMMANDS {
+        let (first, last, step) = c.key_range();
+        if ffi::command::create(ctx, c.name, c.handler, c.flags, first, last, step)
+            == redis_module::Status::Err
+        {
+            return Err(format!(
+                "{}: the server refused the command",
+                c.name.to_string_lossy()
+            ));
+        }
+        ffi::cmdinfo::set_command_info(ctx, c.name, c.keys, c.doc)?;
+        ffi::cmdinfo::set_acl_categories(
+            ctx,
+            c.name,
+            c.acl,
+            module_category && c.in_module_category(),
+        )?;
+    }
+    Ok(())
+}
+
+/// `INFO ratelimit`: one line per counted command, in table order,
+/// `ratelimit_<command>:calls=..,granted=..,denied=..`, the command's name with `_` for `.`
+/// (`ratelimit_rl_gcra`).
+#[redis_module_macros::info_command_handler]
+fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
+    let mut section = ctx.builder().add_section("stats");
+    for s in COMMANDS.iter().map(|c| &c.stats) {
+        let Some(name) = s.name else { continue };
+        let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        section = section
+            .add_dictionary(name)
+            .field("calls", count(&s.calls))?
+            .field("granted", count(&s.granted))?
+            .field("denied", count(&s.denied))?
+            .build_dictionary()?;
+    }
+    section.build_section()?.build_info()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Kind;
+    use crate::docs::{ArgType, SHARED_OPTIONS};
+
+    /// One row per command: names unique and lower case, the algorithms' commands first, in
+    /// registry order (so `INFO ratelimit` lists them first).
+    #[test]
+    fn the_table_holds_every_command_once() {
+        let names: Vec<&str> = COMMANDS.iter().map(Command::name_str).collect();
+        for (i, name) in names.iter().enumerate() {
+            assert!(!name.is_empty());
+            assert_eq!(*name, name.to_ascii_lowercase());
+            assert!(!names[..i].contains(name), "{name} twice");
+        }
+        let algorithms: Vec<&str> = Kind::ALL.iter().map(|k| k.command()).collect();
+        assert_eq!(names[..algorithms.len()], algorithms[..]);
+        // The commands of today, at least: a row lost is seen here.
+        for name in [
+            "rl.streamcount",
+            "rl.all",
+            "cl.throttle",
+            "rl.refund",
+            "rl.block",
+            "rl.unblock",
+            "rl.check",
+            "rl.release",
+            "rl.info",
+            "rl._restore",
+            "rl._set",
+        ] {
+            assert!(names.contains(&name), "{name}");
+        }
+    }
+
+    /// Each row's docs: a summary and a complexity, and an arity that its arguments give (the
+    /// name, then each required argument, two for one with a token; negative when any argument
+    /// is optional or repeats, or the shared options follow).
+    #[test]
+    fn every_command_has_docs_that_match_its_arity() {
+        for c in &COMMANDS {
+            let d = c.doc;
+            let name = c.name_str();
+            assert!(d.summary.to_bytes().len() > 10, "{name}");
+            assert!(d.complexity.to_bytes().starts_with(b"O("), "{name}");
+            let required: i32 = d
+                .args
+                .iter()
+                .filter(|a| !a.optional)
+                .map(|a| if a.token.is_some() { 2 } else { 1 })
+                .sum();
+            let open = d.shared_options || d.args.iter().any(|a| a.optional || a.multiple);
+            let arity = 1 + required;
+            assert_eq!(d.arity, if open { -arity } else { arity }, "{name}");
+            // The key: the first argument, or after `numkeys` for a command with many.
+            let key_at = usize::from(c.keys == Keys::Numkeys);
+            assert_eq!(
+                d.args.get(key_at).map(|a| a.kind),
+                Some(ArgType::Key),
+                "{name}"
+            );
+            // A command's own options are not the shared ones as well.
+            if d.shared_options {
+                for a in d.args.iter().filter(|a| a.token.is_some()) {
+                    assert!(
+                        !SHARED_OPTIONS.iter().any(|s| s.token == a.token),
+                        "{name}: {a:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Flags, key spec and ACL categories agree: a command that only reads is `readonly`, in
+    /// `@read`, with a read-only key spec; a command that writes is `write`, in `@write` (or
+    /// `@admin` for the internal ones); a `fast` one is in `@fast`; a command that finds its
+    /// keys itself says `getkeys-api`.
+    #[test]
+    fn flags_key_specs_and_acl_categories_agree() {
+        let has = |list: &CStr, word: &str| list.to_str().unwrap().split(' ').any(|w| w == word);
+        for c in &COMMANDS {
+            let name = c.name_str();
+            let reads = c.keys == Keys::Read;
+            assert_eq!(has(c.flags, "readonly"), reads, "{name}");
+            assert_eq!(has(c.flags, "write"), !reads, "{name}");
+            assert_eq!(has(c.acl, "read"), reads, "{name}");
+            assert_eq!(
+                has(c.acl, "write"),
+                !reads && c.in_module_category(),
+                "{name}"
+            );
+            // RL.ALL is in @fast (as every limiter command) without the flag.
+            assert!(!has(c.flags, "fast") || has(c.acl, "fast"), "{name}");
+            assert_eq!(
+                has(c.flags, "getkeys-api"),
+                c.keys == Keys::Numkeys,
+                "{name}"
+            );
+            let range = if c.keys == Keys::Numkeys {
+                (0, 0, 0)
+            } else {
+                (1, 1, 1)
+            };
+            assert_eq!(c.key_range(), range, "{name}");
+        }
+    }
+
+    /// SPEC "ACL": the internal commands that write raw state are `@admin @dangerous` and in no
+    /// other category (not the module's); every other command is in `@write` or `@read` and in
+    /// the module's category, and none is `@admin` or `@dangerous`.
+    #[test]
+    fn only_the_internal_commands_are_admin_and_outside_the_module_category() {
+        let mut internal = 0;
+        for c in &COMMANDS {
+            let name = c.name_str();
+            let cats: Vec<&str> = c.acl.to_str().unwrap().split(' ').collect();
+            if name.starts_with("rl._") {
+                internal += 1;
+                assert_eq!(cats, ["admin", "dangerous"], "{name}");
+                assert!(!c.in_module_category(), "{name}");
+            } else {
+                assert!(
+                    cats.iter().any(|c| *c == "write" || *c == "read"),
+                    "{name}: {cats:?}"
+                );
+                assert!(
+                    !cats.iter().any(|c| *c == "admin" || *c == "dangerous"),
+                    "{name}: {cats:?}"
+                );
+                assert!(c.in_module_category(), "{name}");
+            }
+        }
+        assert_eq!(internal, 2);
+    }
+
+    /// INFO counters: every command applications call to change or judge a limiter is counted,
+    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO and the
+    /// internal commands are not.
+    #[test]
+    fn every_command_but_rl_info_and_the_internal_ones_is_counted() {
+        for c in &COMMANDS {
+            let name = c.name_str();
+            let uncounted = name == "rl.info" || name.starts_with("rl._");
+            match c.stats.name {
+                None => assert!(uncounted, "{name} has no INFO counters"),
+                Some(stat) => {
+                    assert!(!uncounted, "{name}");
+                    assert_eq!(stat, name.replace('.', "_"));
+                    assert!(
+                        stat.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'),
+                        "{stat}"
+                    );
+                }
+            }
+        }
+    }
+}
