@@ -115,7 +115,11 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
     AT,
+    DETAIL,
 ];
+
+/// `DETAIL`: the detailed reply.
+pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");
 
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
 
@@ -220,6 +224,7 @@ pub const OTHERS: &[CommandDoc] = &[
             },
             opt(c"cost", ArgType::Integer, c"COST"),
             opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+            DETAIL,
             AT,
         ],
         shared_options: false,

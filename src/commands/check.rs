@@ -1,4 +1,4 @@
-//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]: the reply the same call with `PEEK` would
+//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]: the reply the same call with `PEEK` would
 //! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
 //! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
 //! rules as every other call (a block honoured).
@@ -6,52 +6,70 @@
 //! A concurrency limiter (`CONCURRENCY limit lease`) is checked without a lease id (RL.CHECK
 //! takes none): the reply says whether `COST n` units would fit now as a new lease.
 
-use redis_module::{Context, RedisResult, RedisString};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
+use crate::commands::detail;
 use crate::commands::{evaluation_time, limiter_reply};
 use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
-use crate::core::multi::AnyParams;
+use crate::core::multi::{AnyParams, BESTEFFORT_CHARGES};
 use crate::error::RlError;
 use crate::ffi::key::LimiterKey;
 use crate::stats;
 
 /// RL.CHECK's parsed arguments.
 #[derive(Debug, Clone)]
-pub struct CheckRequest {
+pub struct CheckRequest<'a> {
     pub spec: AnyParams,
+    /// The limiter's `NAME`, if given.
+    pub name: Option<&'a [u8]>,
     pub opts: Options,
 }
 
-impl CheckRequest {
+impl<'a> CheckRequest<'a> {
     /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
     ///
     /// # Errors
-    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT` and `AT`.
-    pub fn parse(items: &[&[u8]]) -> Result<Self, RlError> {
+    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT`, `DETAIL` and
+    /// `AT`.
+    pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
         let key = args.required()?;
         if args.peek().is_none() {
             return Err(RlError::Arity);
         }
-        let spec = parse_limiter(&mut args, key)?;
-        let opts = Options::parse_only(&mut args, &[b"COST", b"BESTEFFORT", b"AT"], |_, _| {
-            Ok(false)
-        })?;
+        let limiter = parse_limiter(&mut args, key)?;
+        let spec = limiter.params;
+        let mut opts = Options::parse_only(
+            &mut args,
+            &[b"COST", b"BESTEFFORT", b"DETAIL", b"AT"],
+            |_, _| Ok(false),
+        )?;
+        // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
+        if let Some(charge) = limiter.charge {
+            if opts.best_effort && charge != opts.cost {
+                return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+            }
+            opts.cost = charge;
+        }
         // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
         if opts.best_effort && spec.kind() == Kind::Concurrency {
             return Err(RlError::Conflict(
                 "BESTEFFORT does not apply to CONCURRENCY",
             ));
         }
-        Ok(CheckRequest { spec, opts })
+        Ok(CheckRequest {
+            spec,
+            name: limiter.name,
+            opts,
+        })
     }
 }
 
-/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]
+/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).
@@ -70,6 +88,18 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         .map_err(RlError::from)?;
     let d = Decision::from(judged.verdict);
     stats::CHECK.record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
+    if req.opts.detail {
+        detail::reply_one(
+            ctx,
+            name.as_slice(),
+            req.name,
+            req.opts.cost,
+            judged.verdict,
+            req.spec.window(),
+            judged.reason(),
+        );
+        return Ok(RedisValue::NoReply);
+    }
     Ok(limiter_reply(ctx, &d))
 }
 
@@ -79,9 +109,10 @@ mod tests {
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
 
-    fn parse(items: &[&str]) -> Result<CheckRequest, String> {
+    fn parse(items: &[&'static str]) -> Result<CheckRequest<'static>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
-        CheckRequest::parse(&bytes).map_err(|e| e.to_string())
+        let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
+        CheckRequest::parse(bytes).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::core::error::CoreError;
 pub use crate::core::flow::Slot;
 use crate::core::flow::{self, Judged, Settle};
 use crate::core::kind::Kind;
-use crate::core::limiter::{Request, Retry, Verdict};
+use crate::core::limiter::{Reason, Request, Retry, Verdict};
 use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
 use crate::core::time::Micros;
 
@@ -41,6 +41,11 @@ impl AnyParams {
         best_effort: bool,
     ) -> Result<AnyParams, CoreError> {
         dispatch!(&self.0, spec => bind_like(spec, dedup, best_effort))
+    }
+
+    /// The time over which the limit applies ([`crate::core::limiter::Algorithm::window`]).
+    pub fn window(&self) -> Micros {
+        dispatch!(&self.0, spec => window_like(spec))
     }
 
     /// A fresh limiter with these parameters.
@@ -124,6 +129,11 @@ fn judge_like<A: Stored>(
     flow::judge::<A>(state, spec.params(), now, cost, best_effort, dedup)
 }
 
+/// [`crate::core::limiter::Algorithm::window`] for `spec`'s algorithm.
+fn window_like<A: Stored>(spec: &A) -> Micros {
+    A::window(spec.params())
+}
+
 /// [`flow::can_charge`] for `spec`'s algorithm.
 fn can_charge_like<A: Stored>(
     spec: &A,
@@ -157,6 +167,20 @@ fn bind_like<A: Stored>(
     Ok(AnyParams::of::<A>(&params))
 }
 
+/// One limiter's part of an RL.ALL call (SPEC "The detailed reply": its entry in `limiters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimiterDetail {
+    /// The units asked of this limiter (its `CHARGE`, else the call's `COST`).
+    pub cost: u64,
+    /// Its reply after the call: `granted` the units charged to it (or remembered for the
+    /// call's `DEDUP` id), the rest as in the merged reply, for its own cost.
+    pub verdict: Verdict,
+    /// The time over which its limit applies ([`crate::core::limiter::Algorithm::window`]).
+    pub window: Micros,
+    /// Why it denied the call ([`Judged::reason`]).
+    pub reason: Reason,
+}
+
 /// The result of an RL.ALL call: the combined reply, and for each key whether it was written
 /// and its new expiry.
 #[derive(Debug)]
@@ -167,6 +191,11 @@ pub struct MultiOutcome {
     pub writes: Vec<Option<Micros>>,
     /// A key is blocked (it denied the call, or `BLOCK d` blocked it).
     pub blocked: bool,
+    /// Per key, in order: its part of the call.
+    pub limiters: Vec<LimiterDetail>,
+    /// Why the call was denied ([`Reason::of_call`]), and the index of the key that denied it.
+    pub reason: Reason,
+    pub denied_by: Option<usize>,
 }
 
 /// Why RL.ALL refused.
@@ -187,12 +216,22 @@ impl From<CoreError> for MultiError {
     }
 }
 
-/// Combine per-limiter verdicts into the one reply: the limit and remaining of the limiter with
-/// the fewest remaining (the first such), the largest retry (never if any is never) and reset.
-fn combine(granted: u64, verdicts: &[Verdict]) -> Verdict {
+/// Combine per-limiter verdicts (each for its own cost in `costs`) into the one reply: the
+/// limit and remaining of the limiter that allows the fewest more calls of the same shape (the
+/// smallest `floor(remaining / cost)`, limiters of cost 0 left out; then the fewest remaining;
+/// then the first), the largest retry (never if any is never) and reset.
+fn combine(granted: u64, verdicts: &[Verdict], costs: &[u64]) -> Verdict {
     let tightest = verdicts
         .iter()
-        .min_by_key(|v| v.remaining)
+        .zip(costs)
+        .min_by_key(|(v, c)| {
+            (
+                **c == 0,
+                v.remaining.checked_div(**c).unwrap_or(0),
+                v.remaining,
+            )
+        })
+        .map(|(v, _)| v)
         .copied()
         .unwrap_or(Verdict {
             granted: 0,
@@ -232,15 +271,17 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
     }
 }
 
-/// The amount every key is charged: with `BESTEFFORT` the least any key grants, else each
-/// key's full cost if every key grants it, else nothing.
-fn choose(req: &Request, judged: &[Judged]) -> u64 {
+/// The amount the call grants and the amount each key is charged: with `BESTEFFORT` the least
+/// any key grants (every key is asked the same cost), else the call's cost and each key's own
+/// cost if every key grants it, else nothing.
+fn choose(req: &Request, judged: &[Judged]) -> (u64, Vec<u64>) {
     if req.best_effort {
-        judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0)
+        let least = judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0);
+        (least, vec![least; judged.len()])
     } else if judged.iter().all(|j| j.verdict.granted == j.cost) {
-        req.cost
+        (req.cost, judged.iter().map(|j| j.cost).collect())
     } else {
-        0
+        (0, vec![0; judged.len()])
     }
 }
 
@@ -249,12 +290,16 @@ fn choose(req: &Request, judged: &[Judged]) -> u64 {
 fn judge_all(
     slots: &[Slot<'_>],
     specs: &[AnyParams],
+    charges: &[u64],
     req: &Request,
 ) -> Result<Vec<Judged>, MultiError> {
     let judged: Vec<Result<Judged, CoreError>> = slots
         .iter()
         .zip(specs)
-        .map(|(slot, spec)| spec.judge(slot.state(), req.now, req.cost, req.best_effort, req.dedup))
+        .zip(charges)
+        .map(|((slot, spec), &cost)| {
+            spec.judge(slot.state(), req.now, cost, req.best_effort, req.dedup)
+        })
         .collect();
     let wrong = judged.iter().enumerate().find_map(|(index, j)| match j {
         Err(CoreError::WrongKind { held, wanted }) => Some(MultiError::WrongKind {
@@ -271,20 +316,64 @@ fn judge_all(
 }
 
 /// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
-/// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
-///
-/// Every key is judged ([`flow::judge`]) before any changes; then the amount is chosen, every
-/// key is settled ([`flow::settle`]) and the replies are combined.
+/// parameters, each asked the call's cost. Slots of missing keys must be `Slot::New(None)`; a
+/// granted call fills them. As [`apply_charged`] with every charge the call's cost.
 ///
 /// # Errors
-/// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]. Nothing is changed then.
+/// As [`apply_charged`].
 pub fn apply_all(
     slots: &mut [Slot<'_>],
     specs: &[AnyParams],
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
-    let judged = judge_all(slots, specs, req)?;
+    let charges = vec![req.cost; specs.len()];
+    apply_charged(slots, specs, &charges, req, dedup_max)
+}
+
+/// Run `req` against every limiter, key `i` asked `charges[i]` units (SPEC's `CHARGE n`): the
+/// call is granted only if every key grants its own charge, and then every key is charged its
+/// own; otherwise nothing is charged. The reply's `granted` is the call's cost (`BESTEFFORT`:
+/// the least any key grants, which needs every charge equal to the call's cost).
+///
+/// Every key is judged ([`flow::judge`]) before any changes; then the amounts are chosen, every
+/// key is settled ([`flow::settle`]) and the replies are combined.
+///
+/// # Errors
+/// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]; [`CoreError::Refused`]
+/// for `BESTEFFORT` with a charge other than the call's cost, or fewer charges than keys.
+/// Nothing is changed then.
+pub fn apply_charged(
+    slots: &mut [Slot<'_>],
+    specs: &[AnyParams],
+    charges: &[u64],
+    req: &Request,
+    dedup_max: usize,
+) -> Result<MultiOutcome, MultiError> {
+    if charges.len() != specs.len() || slots.len() != specs.len() {
+        return Err(CoreError::Refused("every key needs one limiter").into());
+    }
+    if req.best_effort && charges.iter().any(|&c| c != req.cost) {
+        return Err(CoreError::Refused(BESTEFFORT_CHARGES).into());
+    }
+    let judged = judge_all(slots, specs, charges, req)?;
+    let reasons: Vec<Reason> = judged.iter().map(Judged::reason).collect();
+    let (reason, denied_by) = Reason::of_call(reasons.iter().copied());
+    let detail = |verdicts: Vec<Verdict>, granted: &[u64]| -> Vec<LimiterDetail> {
+        verdicts
+            .into_iter()
+            .zip(specs)
+            .zip(&judged)
+            .zip(&reasons)
+            .zip(granted)
+            .map(|((((v, spec), j), &reason), &granted)| LimiterDetail {
+                cost: j.cost,
+                verdict: Verdict { granted, ..v },
+                window: spec.window(),
+                reason,
+            })
+            .collect()
+    };
     let blocked = judged.iter().any(|j| j.blocked.is_some());
     // A remembered id on any key (none blocked): nothing is charged again.
     if let Some(granted) = judged
@@ -298,17 +387,28 @@ pub fn apply_all(
             .zip(&judged)
             .map(|((slot, spec), j)| spec.after(slot.state(), j.now, j.cost, Some(Retry::Granted)))
             .collect::<Result<Vec<_>, _>>()?;
+        // The call's grant: the remembered one when every key was asked the call's cost (a
+        // BESTEFFORT call may have been granted less), else the call's cost.
+        let granted = if charges.iter().all(|&c| c == req.cost) {
+            granted
+        } else {
+            req.cost
+        };
+        let each: Vec<u64> = judged.iter().map(|j| j.remembered.unwrap_or(0)).collect();
         return Ok(MultiOutcome {
-            verdict: combine(granted, &verdicts),
+            verdict: combine(granted, &verdicts, charges),
             writes: vec![None; slots.len()],
             blocked: false,
+            limiters: detail(verdicts, &each),
+            reason: Reason::Granted,
+            denied_by: None,
         });
     }
-    let amount = choose(req, &judged);
-    // What each key does: charged `amount` (which every key can be, checked before any key
+    let (granted, amounts) = choose(req, &judged);
+    // What each key does: charged its amount (which every key can be, checked before any key
     // changes), or, when denied, blocked by `BLOCK d` if it denied.
     let mut actions = Vec::with_capacity(judged.len());
-    for ((slot, spec), j) in slots.iter().zip(specs).zip(&judged) {
+    for (((slot, spec), j), &amount) in slots.iter().zip(specs).zip(&judged).zip(&amounts) {
         let action = j.settles(req, amount);
         if let Settle::Charge(n) = action {
             spec.can_charge(slot.state(), j, n)?;
@@ -319,7 +419,13 @@ pub fn apply_all(
     // Settle every key (a copy when peeking), then read each key's reply from its state after.
     let mut verdicts = Vec::with_capacity(judged.len());
     let mut writes = Vec::with_capacity(judged.len());
-    for (((slot, spec), j), action) in slots.iter_mut().zip(specs).zip(&judged).zip(actions) {
+    for ((((slot, spec), j), action), &amount) in slots
+        .iter_mut()
+        .zip(specs)
+        .zip(&judged)
+        .zip(actions)
+        .zip(&amounts)
+    {
         let mut copy;
         let target: &mut Slot<'_> = if req.peek && action != Settle::Keep {
             copy = Slot::New(slot.state().cloned());
@@ -333,11 +439,17 @@ pub fn apply_all(
         writes.push(written.filter(|_| !req.peek));
     }
     Ok(MultiOutcome {
-        verdict: combine(amount, &verdicts),
+        verdict: combine(granted, &verdicts, charges),
         writes,
         blocked: blocked || placed,
+        limiters: detail(verdicts, &amounts),
+        reason,
+        denied_by,
     })
 }
+
+/// Why RL.ALL refuses `BESTEFFORT` with unequal charges.
+pub const BESTEFFORT_CHARGES: &str = "BESTEFFORT does not apply to a CHARGE other than COST";
 
 #[cfg(test)]
 mod tests {
