@@ -14,6 +14,8 @@ pub enum Keys {
     Numkeys,
     /// One key at argument 1, only read (RO ACCESS).
     Read,
+    /// `numkeys` at argument 1, then that many keys, only read (RO ACCESS).
+    ReadNumkeys,
     /// One key at argument 1, overwritten without being read (OW).
     Overwrite,
 }
@@ -224,6 +226,29 @@ pub const OTHERS: &[CommandDoc] = &[
             },
             opt(c"cost", ArgType::Integer, c"COST"),
             opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+            DETAIL,
+            AT,
+        ],
+        shared_options: false,
+        acl: c"read fast",
+    },
+    CommandDoc {
+        name: c"rl.checkall",
+        arity: -4,
+        summary: c"The reply an RL.ALL call with PEEK would give, read-only (runs on replicas): would this request pass every limit?",
+        complexity: c"O(N) where N is the number of limiters",
+        keys: Keys::ReadNumkeys,
+        args: &[
+            arg(c"numkeys", ArgType::Integer),
+            ArgDoc {
+                multiple: true,
+                ..KEY
+            },
+            ArgDoc {
+                multiple: true,
+                ..arg(c"limiter", ArgType::String)
+            },
+            opt(c"cost", ArgType::Integer, c"COST"),
             DETAIL,
             AT,
         ],

@@ -124,6 +124,7 @@ macro_rules! module {
                 ["rl.block", commands::entry(commands::block::run_block), "write deny-oom fast", 1, 1, 1, ""],
                 ["rl.unblock", commands::entry(commands::block::run_unblock), "write fast", 1, 1, 1, ""],
                 ["rl.check", commands::entry(commands::check::run), "readonly fast", 1, 1, 1, ""],
+                ["rl.checkall", commands::entry(commands::checkall::run), "readonly getkeys-api", 0, 0, 0, ""],
                 ["rl._restore", commands::entry(commands::restore::run), "write deny-oom", 1, 1, 1, ""],
                 ["rl._set", commands::entry(commands::restore::run_set), "write deny-oom", 1, 1, 1, ""],
             ],

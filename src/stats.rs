@@ -53,6 +53,8 @@ pub static BLOCK: CommandStats = CommandStats::new("rl_block");
 pub static UNBLOCK: CommandStats = CommandStats::new("rl_unblock");
 /// RL.CHECK: granted or denied as the checked call would be.
 pub static CHECK: CommandStats = CommandStats::new("rl_check");
+/// RL.CHECKALL: granted or denied as the checked RL.ALL call would be.
+pub static CHECKALL: CommandStats = CommandStats::new("rl_checkall");
 /// RL.RELEASE: granted = a lease was freed, denied = the id held nothing.
 pub static RELEASE: CommandStats = CommandStats::new("rl_release");
 
@@ -83,6 +85,7 @@ macro_rules! define_stats {
             &BLOCK,
             &UNBLOCK,
             &CHECK,
+            &CHECKALL,
             &RELEASE,
         ];
     };

@@ -185,24 +185,48 @@ pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'
     })
 }
 
+/// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this
+/// call is: Redis 7.0's cluster routing asks the command itself where its keys are (the key
+/// specs answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
+pub fn declare_keys(ctx: &Context, bytes: &[&[u8]]) -> bool {
+    if !ctx.is_keys_position_request() {
+        return false;
+    }
+    let numkeys = bytes
+        .get(1)
+        .and_then(|n| crate::commands::args::parse_u64(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0)
+        .min(bytes.len().saturating_sub(2));
+    for pos in 0..numkeys {
+        ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
+    }
+    true
+}
+
+/// The error for a refused RL.ALL or RL.CHECKALL: WRONGTYPE naming the key of `keys`.
+pub fn multi_error(e: MultiError, keys: &[&[u8]]) -> RlError {
+    match e {
+        MultiError::WrongKind {
+            index,
+            held,
+            wanted,
+        } => RlError::WrongKindAt {
+            key: keys.get(index).map(|k| quote(k)).unwrap_or_default(),
+            held,
+            wanted,
+        },
+        MultiError::Core(e) => RlError::from(e),
+    }
+}
+
 /// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
 pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let bytes: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    // Redis 7.0's cluster routing asks the command itself where its keys are (the key specs
-    // answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
-    if ctx.is_keys_position_request() {
-        let numkeys = bytes
-            .get(1)
-            .and_then(|n| crate::commands::args::parse_u64(n))
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(0)
-            .min(bytes.len().saturating_sub(2));
-        for pos in 0..numkeys {
-            ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
-        }
+    if declare_keys(ctx, &bytes) {
         return Ok(RedisValue::NoReply);
     }
     let parsed = AllRequest::parse(&bytes)?;
@@ -233,18 +257,7 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         &req,
         config::dedup_max(),
     )
-    .map_err(|e| match e {
-        MultiError::WrongKind {
-            index,
-            held,
-            wanted,
-        } => RlError::WrongKindAt {
-            key: parsed.keys.get(index).map(|k| quote(k)).unwrap_or_default(),
-            held,
-            wanted,
-        },
-        MultiError::Core(e) => RlError::from(e),
-    })?;
+    .map_err(|e| multi_error(e, &parsed.keys))?;
     let created: Vec<Write> = slots
         .into_iter()
         .map(|s| match s {

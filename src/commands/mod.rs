@@ -28,6 +28,7 @@ pub mod all;
 pub mod args;
 pub mod block;
 pub mod check;
+pub mod checkall;
 pub mod concurrency;
 pub mod detail;
 pub mod evaluation;

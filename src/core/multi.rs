@@ -273,12 +273,16 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
 
 /// The amount the call grants and the amount each key is charged: with `BESTEFFORT` the least
 /// any key grants (every key is asked the same cost), else the call's cost and each key's own
-/// cost if every key grants it, else nothing.
+/// cost if every key grants it (a blocked key grants nothing, not even 0 units), else nothing.
 fn choose(req: &Request, judged: &[Judged]) -> (u64, Vec<u64>) {
     if req.best_effort {
         let least = judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0);
         (least, vec![least; judged.len()])
-    } else if judged.iter().all(|j| j.verdict.granted == j.cost) {
+    } else if judged
+        .iter()
+        .all(|j| j.blocked.is_none() && j.verdict.granted == j.cost)
+    {
+        // A blocked key denies even a charge of 0.
         (req.cost, judged.iter().map(|j| j.cost).collect())
     } else {
         (0, vec![0; judged.len()])
@@ -721,6 +725,150 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// RL.ALL with a charge per key ([`apply_charged`]) on the keys `states`, or its error.
+    fn try_run_charged(
+        states: &mut [Option<LimiterState>],
+        specs: &[AnyParams],
+        charges: &[u64],
+        req: &Request,
+    ) -> Result<MultiOutcome, MultiError> {
+        let mut slots: Vec<Slot<'_>> = states
+            .iter_mut()
+            .map(|s| match s {
+                Some(s) => Slot::Existing(s),
+                None => Slot::New(None),
+            })
+            .collect();
+        let out = apply_charged(&mut slots, specs, charges, req, 10)?;
+        let created: Vec<Option<LimiterState>> = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::New(s) => s,
+                Slot::Existing(_) => None,
+            })
+            .collect();
+        for (s, new) in states.iter_mut().zip(created) {
+            if new.is_some() {
+                *s = new;
+            }
+        }
+        Ok(out)
+    }
+
+    proptest! {
+        /// RL.ALL with `CHARGE`: granted (the call's cost) exactly when peeking each limiter
+        /// alone with its own charge grants it, then each limiter is charged its own charge as
+        /// its own command would charge it, or none is; each limiter's entry shows its cost and
+        /// what it was charged, and the denier is a limiter that would not grant alone.
+        #[test]
+        fn all_with_charges_is_all_or_nothing(
+            dims in prop::collection::vec((arb_spec(), prop::option::of(0u64..7)), 1..4),
+            ops in prop::collection::vec((0u64..800_000, 0u64..4, any::<bool>()), 1..40),
+        ) {
+            let specs: Vec<AnyParams> = dims.iter().map(|(s, _)| s.clone()).collect();
+            let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
+            let mut b = a.clone();
+            let mut t = T0;
+            for (dt, cost, peek) in ops {
+                t += dt;
+                let req = Request { peek, ..Request::new(cost, t) };
+                let id = Some(DedupId(7));
+                let Ok(bound) = specs.iter().map(|s| s.clone().bind_call(id, false)).collect::<Result<Vec<_>, _>>() else {
+                    continue;
+                };
+                let req = Request { dedup: None, ..req };
+                let charges: Vec<u64> = dims.iter().map(|(_, c)| c.unwrap_or(cost)).collect();
+                // The model: each limiter alone, with its own charge, peeking.
+                let alone: Vec<Result<u64, CoreError>> = b
+                    .iter()
+                    .zip(&bound)
+                    .zip(&charges)
+                    .map(|((s, p), &c)| one(&mut s.clone(), p, &Request { peek: true, ..Request::new(c, t) }))
+                    .collect();
+                if alone.iter().any(Result::is_err) {
+                    continue;
+                }
+                let alone: Vec<u64> = alone.into_iter().map(Result::unwrap).collect();
+                let all_grant = alone.iter().zip(&charges).all(|(g, c)| g == c);
+                let got = try_run_charged(&mut a, &bound, &charges, &req)
+                    .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+                if all_grant && !peek {
+                    for ((s, p), &c) in b.iter_mut().zip(&bound).zip(&charges) {
+                        prop_assert_eq!(one(s, p, &Request::new(c, t)), Ok(c));
+                    }
+                }
+                prop_assert_eq!(got.verdict.granted, if all_grant { cost } else { 0 });
+                prop_assert_eq!(&a, &b);
+                for ((l, &c), &g) in got.limiters.iter().zip(&charges).zip(&alone) {
+                    prop_assert_eq!(l.cost, c);
+                    prop_assert_eq!(l.verdict.granted, if all_grant { c } else { 0 });
+                    prop_assert_eq!(l.reason == Reason::Granted, c == 0 || g == c);
+                }
+                match got.denied_by {
+                    None => prop_assert!(all_grant),
+                    Some(i) => prop_assert!(!all_grant && alone[i] < charges[i]),
+                }
+            }
+        }
+
+        /// The merged reply's `limit` and `remaining` are those of the limiter that allows the
+        /// fewest more calls of the same shape: the smallest `floor(remaining / charge)`
+        /// (limiters charged 0 left out), then the fewest remaining, then the first.
+        #[test]
+        fn all_with_charges_replies_the_tightest_shape(
+            dims in prop::collection::vec((arb_spec(), 0u64..5), 1..4),
+            ops in prop::collection::vec((0u64..800_000, 0u64..3), 1..20),
+        ) {
+            let id = Some(DedupId(7));
+            let Ok(specs) = dims.iter().map(|(s, _)| s.clone().bind_call(id, false)).collect::<Result<Vec<_>, _>>() else {
+                return Ok(());
+            };
+            let charges: Vec<u64> = dims.iter().map(|(_, c)| *c).collect();
+            let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
+            let mut t = T0;
+            for (dt, cost) in ops {
+                t += dt;
+                let Ok(got) = try_run_charged(&mut a, &specs, &charges, &Request::new(cost, t)) else {
+                    continue;
+                };
+                let mut best: Option<(bool, u64, u64, usize)> = None;
+                for (i, (l, &c)) in got.limiters.iter().zip(&charges).enumerate() {
+                    let r = l.verdict.remaining;
+                    let key = (c == 0, r.checked_div(c).unwrap_or(0), r, i);
+                    if best.is_none_or(|b| key < b) {
+                        best = Some(key);
+                    }
+                }
+                let (_, _, remaining, i) = best.unwrap();
+                prop_assert_eq!(got.verdict.remaining, remaining);
+                prop_assert_eq!(got.verdict.limit, got.limiters[i].verdict.limit);
+            }
+        }
+    }
+
+    #[test]
+    fn all_refuses_besteffort_with_unequal_charges_changing_nothing() {
+        let specs = [gcra(3, 3, 1_000_000), gcra(5, 5, 60_000_000)];
+        let mut s = [None, None];
+        let req = Request {
+            best_effort: true,
+            ..Request::new(2, T0)
+        };
+        assert_eq!(
+            try_run_charged(&mut s, &specs, &[2, 3], &req).unwrap_err(),
+            MultiError::Core(CoreError::Refused(BESTEFFORT_CHARGES))
+        );
+        assert_eq!(s, [None, None]);
+        // Equal to the call's cost: taken.
+        assert_eq!(
+            try_run_charged(&mut s, &specs, &[2, 2], &req)
+                .unwrap()
+                .verdict
+                .granted,
+            2
+        );
     }
 
     /// A count or duration biased to the edges: small, near `max`, or anywhere up to it.
