@@ -77,3 +77,67 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     Ok(limiter_reply(ctx, &d))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::multi::AnyParams;
+
+    fn parsed(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
+        parse(bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn checkall_parses_as_rl_all_with_its_own_options() {
+        let p = parsed(&[
+            "rl.checkall",
+            "2",
+            "a",
+            "b",
+            "gcra",
+            "10",
+            "5",
+            "1s",
+            "NAME",
+            "rpm",
+            "gcra",
+            "9",
+            "3",
+            "1s",
+            "CHARGE",
+            "4",
+            "COST",
+            "2",
+            "DETAIL",
+            "AT",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(p.keys, [&b"a"[..], b"b"]);
+        assert_eq!(
+            p.specs[0],
+            AnyParams::of::<Gcra>(&GcraParams::new(10, 5, 1_000_000).unwrap())
+        );
+        assert_eq!(p.charges, [2, 4]);
+        assert_eq!(p.names, [Some(&b"rpm"[..]), None]);
+        assert!(p.opts.detail);
+        assert_eq!(p.opts.at, Some(5_000));
+        // A concurrency limiter needs no DEDUP id: it is checked as a new lease.
+        assert!(parsed(&["rl.checkall", "1", "c", "CONCURRENCY", "2", "1s"]).is_ok());
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.checkall", "1", "a", "gcra", "1", "1", "1s", "PEEK"],         "ERR unknown option 'PEEK'"),
+            (&["rl.checkall", "1", "a", "gcra", "1", "1", "1s", "BESTEFFORT"],   "ERR unknown option 'BESTEFFORT'"),
+            (&["rl.checkall", "1", "a", "gcra", "1", "1", "1s", "DEDUP", "x"],   "ERR unknown option 'DEDUP'"),
+            (&["rl.checkall", "1", "a", "gcra", "1", "1", "1s", "BLOCK", "1s"],  "ERR unknown option 'BLOCK'"),
+            (&["rl.checkall", "1", "a", "gcra", "1", "1", "1s", "CHARGE", "x"],  "ERR CHARGE must be a non-negative integer"),
+            (&["rl.checkall", "2", "a", "a", "gcra", "1", "1", "1s", "gcra", "1", "1", "1s"], "ERR syntax error, RL.ALL keys must be distinct"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parsed(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}
