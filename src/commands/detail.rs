@@ -4,7 +4,6 @@
 
 use redis_module::Context;
 
-use crate::commands::{DECISION_NAMES, decision_values};
 use crate::core::limiter::{Decision, Reason, Verdict};
 use crate::core::time::{Micros, ceil_ms};
 use crate::ffi::reply::{self, DetailEntry};
@@ -26,7 +25,7 @@ pub struct Part<'a> {
 impl Part<'_> {
     fn entry(&self) -> DetailEntry<'_> {
         let d = Decision::from(self.verdict);
-        let [granted, limit, remaining, retry, reset] = decision_values(&d);
+        let [granted, limit, remaining, retry, reset] = values(&d);
         DetailEntry {
             name: self.name,
             key: self.key,
@@ -44,6 +43,17 @@ impl Part<'_> {
     }
 }
 
+/// The limiter reply's values, in the order of its fields.
+fn values(d: &Decision) -> [i64; 5] {
+    [
+        d.granted,
+        d.limit,
+        d.remaining,
+        d.retry_after_ms,
+        d.reset_after_ms,
+    ]
+}
+
 /// Send the detailed reply: the merged reply `d`, the call's `reason` and the index of the
 /// limiter that denied it (`denied_by`), and each limiter's part, in key order.
 pub fn reply(
@@ -55,14 +65,7 @@ pub fn reply(
 ) {
     let entries: Vec<DetailEntry<'_>> = parts.iter().map(Part::entry).collect();
     let denier = denied_by.and_then(|i| parts.get(i)).map(|p| p.name);
-    reply::detail(
-        ctx,
-        &DECISION_NAMES,
-        decision_values(d),
-        denier,
-        reason.name(),
-        &entries,
-    );
+    reply::detail(ctx, values(d), denier, reason.name(), &entries);
 }
 
 /// The detailed reply of a single-limiter call on `key`: the reply `verdict` for `cost` units,
@@ -85,4 +88,23 @@ pub fn reply_one(
     };
     let denied_by = (reason != Reason::Granted).then_some(0);
     reply(ctx, &Decision::from(verdict), reason, denied_by, &[part]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::{DECISION_NAMES, decision_values};
+
+    #[test]
+    fn detailed_reply_starts_with_the_limiter_reply() {
+        assert_eq!(reply::DETAIL_NAMES[..5], DECISION_NAMES);
+        let d = Decision {
+            granted: 1,
+            limit: 2,
+            remaining: 3,
+            retry_after_ms: 4,
+            reset_after_ms: 5,
+        };
+        assert_eq!(values(&d), decision_values(&d));
+    }
 }

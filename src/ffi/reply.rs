@@ -120,8 +120,18 @@ pub fn error(ctx: &Context, text: &str) {
     }
 }
 
-/// The detailed reply's fields after the limiter reply's five (SPEC "The detailed reply").
-const DETAIL_NAMES: [&str; 3] = ["denied_by", "reason", "limiters"];
+/// The detailed reply's fields: the limiter reply's five (`commands::DECISION_NAMES`), then
+/// `denied_by`, `reason` and `limiters` (SPEC "The detailed reply").
+pub const DETAIL_NAMES: [&str; 8] = [
+    "granted",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+    "denied_by",
+    "reason",
+    "limiters",
+];
 
 /// The fields of one limiter's entry in the detailed reply, in order (`policy` last, when the
 /// entry has one).
@@ -150,13 +160,12 @@ pub struct DetailEntry<'a> {
     pub policy: Option<&'a [u8]>,
 }
 
-/// The detailed reply: under RESP3 a map of the limiter reply's `names` and `values`, then
+/// The detailed reply: under RESP3 a map of the limiter reply's `values`, then
 /// `denied_by` (null when granted), `reason` and `limiters` (one map per entry, `policy` only
 /// where there is one); under RESP2 an array of the five values, `denied_by` (nil when granted),
 /// `reason` and one nested array holding each entry's values in order (`policy` nil when none).
 pub fn detail(
     ctx: &Context,
-    names: &[&'static str; 5],
     values: [i64; 5],
     denied_by: Option<&[u8]>,
     reason: &str,
@@ -173,11 +182,11 @@ pub fn detail(
     } else {
         raw::reply_with_array(ctx.ctx, 8);
     }
-    for (name, value) in names.iter().zip(values) {
+    let [g, l, r, retry, reset, n_denied, n_reason, n_limiters] = DETAIL_NAMES;
+    for (name, value) in [g, l, r, retry, reset].into_iter().zip(values) {
         field(name);
         integer(ctx, value);
     }
-    let [n_denied, n_reason, n_limiters] = DETAIL_NAMES;
     field(n_denied);
     match denied_by {
         Some(d) => bulk(ctx, d),
