@@ -388,6 +388,45 @@ proptest! {
     }
 }
 
+proptest! {
+    /// RL.CHECKALL (RL.ALL with PEEK, per-limiter charges) replies exactly what the same call
+    /// without PEEK replies, merged and per limiter, and changes nothing.
+    #[test]
+    fn checkall_replies_as_the_call_would_and_changes_nothing(
+        dims in prop::collection::vec((arb_spec(), prop::option::of(0u64..7)), 1..4),
+        ops in prop::collection::vec((0u64..800_000, 0u64..4, any::<bool>()), 1..40),
+    ) {
+        let id = Some(DedupId(u128::MAX));
+        let Ok(specs) = dims.iter().map(|(s, _)| s.clone().bind_call(id, false)).collect::<Result<Vec<_>, _>>() else {
+            return Ok(());
+        };
+        let mut a: Vec<Option<LimiterState>> = vec![None; specs.len()];
+        let mut t = T0;
+        for (dt, cost, charge_now) in ops {
+            t += dt;
+            let charges: Vec<u64> = dims.iter().map(|(_, c)| c.unwrap_or(cost)).collect();
+            let before = a.clone();
+            let checked = try_run_charged(&mut a, &specs, &charges, &Request { peek: true, ..Request::new(cost, t) });
+            prop_assert_eq!(&a, &before);
+            let mut made = a.clone();
+            let call = try_run_charged(&mut made, &specs, &charges, &Request::new(cost, t));
+            match (checked, call) {
+                (Ok(c), Ok(m)) => {
+                    prop_assert_eq!(c.verdict, m.verdict);
+                    prop_assert_eq!(c.limiters, m.limiters);
+                    prop_assert_eq!((c.reason, c.denied_by), (m.reason, m.denied_by));
+                    prop_assert!(c.writes.iter().all(Option::is_none));
+                }
+                (c, m) => prop_assert_eq!(c.err(), m.err()),
+            }
+            // Move on with the call made now and then, so the checks meet used limiters.
+            if charge_now {
+                a = made;
+            }
+        }
+    }
+}
+
 #[test]
 fn all_refuses_besteffort_with_unequal_charges_changing_nothing() {
     let specs = [gcra(3, 3, 1_000_000), gcra(5, 5, 60_000_000)];
