@@ -302,6 +302,11 @@ def catalogue():
     C.append(Cmd("rl.all", "RL.ALL (GCRA + FIXED)", "module",
                  lambda k: ["RL.ALL", "2", k + ":a", k + ":b", "GCRA", BIG, "1", "1m",
                             "FIXED", BIG, "1m"], keys_per_call=2))
+    # Two dimensions (requests and tokens), each limiter charged its own units.
+    C.append(Cmd("rl.all.charge", "RL.ALL (GCRA + TOKENBUCKET CHARGE 100)", "module",
+                 lambda k: ["RL.ALL", "2", k + ":a", k + ":b", "GCRA", BIG, "1", "1m", "NAME",
+                            "rpm", "TOKENBUCKET", BIG, "1", "1m", "CHARGE", "100", "NAME", "tpm"],
+                 keys_per_call=2, info_name="rl.all"))
     # The Lua scripts of today (bench/lua/*.lua), run with EVALSHA.
     C.append(Cmd("lua.gcra", "Lua GCRA (redis_rate)", "lua", lambda k: [k, BIG, "1", "60"],
                  script="gcra", remaining=lambda r: r[1] if isinstance(r, list) else None))
@@ -792,7 +797,7 @@ class Bench:
                 continue
             m0, m1, keys = got
             cli = server.client()
-            sample = "k:000000000042" + (":a" if c.id == "rl.all" else "")
+            sample = "k:000000000042" + (":a" if c.id.startswith("rl.all") else "")
             usage = cli.call("MEMORY", "USAGE", sample, check=False)
             ttl = cli.call("PTTL", sample, check=False)
             enc = cli.call("OBJECT", "ENCODING", sample, check=False)

@@ -14,6 +14,8 @@ pub enum Keys {
     Numkeys,
     /// One key at argument 1, only read (RO ACCESS).
     Read,
+    /// `numkeys` at argument 1, then that many keys, only read (RO ACCESS).
+    ReadNumkeys,
     /// One key at argument 1, overwritten without being read (OW).
     Overwrite,
 }
@@ -92,6 +94,10 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
     AT,
+    DETAIL,
 ];
+
+/// `DETAIL`: the detailed reply.
+pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");
 
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);

@@ -84,6 +84,10 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
             v(&["RL.CHECK", "g", "GCRA", "5", "1", "1s", "AT", &at]),
             &["read", "fast"],
         ),
+        (
+            v(&["RL.CHECKALL", "1", "g", "GCRA", "5", "1", "1s", "AT", &at]),
+            &["read", "fast"],
+        ),
     ]
 }
 

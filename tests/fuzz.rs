@@ -415,6 +415,10 @@ const TEMPLATES: &[Command] = &[
         name: "RL._SET",
         shape: Shape::Ok,
     },
+    Command {
+        name: "RL.CHECKALL",
+        shape: Shape::Limiter,
+    },
 ];
 
 /// The limiter commands whose keys RL.INFO and RL.ALL use (each of its own keys), in RL.ALL's
@@ -481,7 +485,15 @@ fn count(r: &mut Rng) -> Vec<u8> {
 
 /// Options, each name followed by its value (which may be missing at the end).
 fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bool) {
-    const SHARED: &[&str] = &["COST", "PEEK", "BESTEFFORT", "DEDUP", "BLOCK", "AT"];
+    const SHARED: &[&str] = &[
+        "COST",
+        "PEEK",
+        "BESTEFFORT",
+        "DEDUP",
+        "BLOCK",
+        "AT",
+        "DETAIL",
+    ];
     let mut used: Vec<&str> = Vec::new();
     for _ in 0..r.below(5) {
         let name: &str = if !own.is_empty() && (!shared || r.one_in(3)) {
@@ -500,7 +512,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
         used.push(name);
         out.push(spell(r, name));
         let value = match name {
-            "PEEK" | "BESTEFFORT" | "FOO" | "NX" => continue,
+            "PEEK" | "BESTEFFORT" | "DETAIL" | "FOO" | "NX" => continue,
             "COST" | "ADD" => {
                 if r.odd() {
                     odd_number(r)
@@ -604,7 +616,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             v.extend([key(r, name), duration(r)]);
             options(r, &mut v, &["ADD", "LIMIT", "AT"], false);
         }
-        "RL.ALL" => {
+        "RL.ALL" | "RL.CHECKALL" => {
             let n = 1 + r.below(4);
             let numkeys = match if r.odd() { r.below(8) } else { 7 } {
                 0 => n.saturating_sub(1).to_string().into_bytes(),
@@ -642,11 +654,41 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                     6 => v.extend([spell(r, "CONCURRENCY"), count(r), duration(r)]),
                     _ => v.push(text_token(r)),
                 }
+                // Several dimensions: a limiter's own CHARGE and NAME, in either order.
+                let mut dims: Vec<[Vec<u8>; 2]> = Vec::new();
+                if r.one_in(3) {
+                    let charge = if r.odd() {
+                        odd_number(r)
+                    } else {
+                        r.below(5).to_string().into_bytes()
+                    };
+                    dims.push([spell(r, "CHARGE"), charge]);
+                }
+                if r.one_in(4) {
+                    let n = if r.odd() {
+                        text_token(r)
+                    } else {
+                        format!("dim{}", r.below(4)).into_bytes()
+                    };
+                    dims.push([spell(r, "NAME"), n]);
+                }
+                if r.below(2) == 0 {
+                    dims.reverse();
+                }
+                for d in dims {
+                    v.extend(d);
+                }
             }
-            options(r, &mut v, &[], true);
-            // CONCURRENCY takes its lease id from DEDUP: give one to plausible vectors.
-            if kinds.contains(&6) && !v.iter().any(|a| a == b"DEDUP") && !r.odd() {
-                v.extend([spell(r, "DEDUP"), dedup_id(r)]);
+            if name == "RL.CHECKALL" {
+                // Its options are COST, DETAIL and AT; odd vectors also get RL.ALL's others.
+                let shared = r.odd();
+                options(r, &mut v, &["COST", "DETAIL", "AT"], shared);
+            } else {
+                options(r, &mut v, &[], true);
+                // CONCURRENCY takes its lease id from DEDUP: give one to plausible vectors.
+                if kinds.contains(&6) && !v.iter().any(|a| a == b"DEDUP") && !r.odd() {
+                    v.extend([spell(r, "DEDUP"), dedup_id(r)]);
+                }
             }
         }
         "RL.ACQUIRE" => {
@@ -661,7 +703,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             // Its own options are the shared COST, PEEK and AT; odd vectors also get the
             // shared options it refuses (BESTEFFORT, DEDUP).
             let shared = r.odd();
-            options(r, &mut v, &["COST", "PEEK", "AT"], shared);
+            options(r, &mut v, &["COST", "PEEK", "DETAIL", "AT"], shared);
             if give_id && !id_first {
                 v.extend(id);
             }
@@ -732,7 +774,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
                 _ => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
             }
-            options(r, &mut v, &["COST", "BESTEFFORT", "AT"], false);
+            options(r, &mut v, &["COST", "BESTEFFORT", "DETAIL", "AT"], false);
         }
         _ => unreachable!("{name}"),
     }
@@ -779,7 +821,20 @@ fn mutate(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
             v.extend(seg);
         }
         6 => {
-            let opt = r.pick(&["AT", "COST", "DEDUP", "OFFSET", "PRECISION", "ID", "PEEK"][..]);
+            let opt = r.pick(
+                &[
+                    "AT",
+                    "COST",
+                    "DEDUP",
+                    "OFFSET",
+                    "PRECISION",
+                    "ID",
+                    "PEEK",
+                    "DETAIL",
+                    "CHARGE",
+                    "NAME",
+                ][..],
+            );
             v.push(spell(r, opt));
         }
         _ if v.len() > 1 => {
@@ -808,7 +863,7 @@ fn vector(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>>
     for _ in 0..rounds {
         mutate(r, &mut v);
     }
-    if name == "RL.ALL" && r.one_in(8) {
+    if matches!(name, "RL.ALL" | "RL.CHECKALL") && r.one_in(8) {
         // The module's own key extraction (the getkeys API) on the same vector.
         v.splice(0..0, [b"COMMAND".to_vec(), b"GETKEYS".to_vec()]);
     }
@@ -866,9 +921,57 @@ fn five_ints(items: &[Reply]) -> bool {
     items.len() == 5 && items.iter().all(|i| matches!(i, Reply::Int(_)))
 }
 
+/// The detailed reply (`DETAIL`) under RESP2: the five integers, `denied_by` (bulk or nil),
+/// `reason` (bulk), and one array of ten values per limiter.
+fn detailed_resp2(items: &[Reply]) -> bool {
+    let entry = |e: &Reply| match e {
+        Reply::Array(v) => {
+            v.len() == 10
+                && matches!(v[0], Reply::Bulk(_))
+                && matches!(v[1], Reply::Bulk(_))
+                && v[2..9].iter().all(|i| matches!(i, Reply::Int(_)))
+                && matches!(v[9], Reply::Nil | Reply::Bulk(_))
+        }
+        _ => false,
+    };
+    items.len() == 8
+        && five_ints(&items[..5])
+        && matches!(items[5], Reply::Nil | Reply::Bulk(_))
+        && matches!(items[6], Reply::Bulk(_))
+        && matches!(&items[7], Reply::Array(es) if !es.is_empty() && es.iter().all(entry))
+}
+
+/// The detailed reply under RESP3: a map of the five integers, `denied_by`, `reason` and
+/// `limiters` (maps of nine or ten fields).
+fn detailed_resp3(pairs: &[(Reply, Reply)]) -> bool {
+    let names: Vec<String> = pairs.iter().filter_map(|(k, _)| k.as_str()).collect();
+    names
+        == [
+            "granted",
+            "limit",
+            "remaining",
+            "retry_after_ms",
+            "reset_after_ms",
+            "denied_by",
+            "reason",
+            "limiters",
+        ]
+        && pairs[..5].iter().all(|(_, v)| matches!(v, Reply::Int(_)))
+        && matches!(pairs[5].1, Reply::Nil | Reply::Bulk(_))
+        && matches!(pairs[6].1, Reply::Bulk(_))
+        && matches!(&pairs[7].1, Reply::Array(es) if !es.is_empty()
+            && es.iter().all(|e| matches!(e, Reply::Map(f) if f.len() == 9 || f.len() == 10)))
+}
+
 /// A successful reply must have the command's shape.
 fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
     let ok = match (shape, reply) {
+        (Shape::Limiter | Shape::LimiterOrNil, Reply::Array(items)) if items.len() == 8 => {
+            detailed_resp2(items)
+        }
+        (Shape::Limiter | Shape::LimiterOrNil, Reply::Map(pairs)) if pairs.len() == 8 => {
+            detailed_resp3(pairs)
+        }
         (Shape::Limiter | Shape::LimiterOrNil, Reply::Array(items))
         | (Shape::Five, Reply::Array(items)) => five_ints(items),
         (Shape::LimiterOrNil, Reply::Nil) => true,

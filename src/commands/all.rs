@@ -7,7 +7,8 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options, positive, quote};
+use crate::commands::args::{Args, Options, non_negative, positive, quote};
+use crate::commands::detail::{self, Part};
 use crate::commands::registry;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
@@ -15,7 +16,9 @@ use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::config;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
-use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
+use crate::core::multi::{
+    AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
+};
 use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -45,8 +48,15 @@ pub const DOC: CommandDoc = CommandDoc {
 pub struct AllRequest<'a> {
     pub keys: Vec<&'a [u8]>,
     pub specs: Vec<AnyParams>,
+    /// The units asked of each limiter: its `CHARGE`, else the call's `COST`.
+    pub charges: Vec<u64>,
+    /// Each limiter's `NAME`, if given (the detailed reply names it by its key otherwise).
+    pub names: Vec<Option<&'a [u8]>>,
     pub opts: Options,
 }
+
+/// The shared options RL.ALL takes.
+const ALL_OPTIONS: &[&[u8]] = crate::commands::args::SHARED;
 
 impl<'a> AllRequest<'a> {
     /// Parse the whole argument vector (`args[0]` is the command name).
@@ -54,6 +64,21 @@ impl<'a> AllRequest<'a> {
     /// # Errors
     /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
+        let parsed = Self::parse_with(items, ALL_OPTIONS)?;
+        let specs = parsed
+            .specs
+            .into_iter()
+            .map(|s| s.bind_call(parsed.opts.dedup, parsed.opts.best_effort))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AllRequest { specs, ..parsed })
+    }
+
+    /// [`Self::parse`] taking only the shared options in `allowed`, the limiters not bound to
+    /// the call's options.
+    ///
+    /// # Errors
+    /// As [`Self::parse`].
+    pub fn parse_with(items: &'a [&'a [u8]], allowed: &[&[u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
         let numkeys = positive(args.required()?, "numkeys")?;
@@ -74,25 +99,64 @@ impl<'a> AllRequest<'a> {
                 return Err(RlError::Syntax("RL.ALL keys must be distinct"));
             }
         }
-        let mut specs = Vec::with_capacity(numkeys);
+        let mut limiters = Vec::with_capacity(numkeys);
         for key in &keys {
-            specs.push(parse_limiter(&mut args, key)?);
+            limiters.push(parse_limiter(&mut args, key)?);
         }
-        let opts = Options::parse(&mut args, |_, _| Ok(false))?;
-        let specs = specs
-            .into_iter()
-            .map(|s| s.bind_call(opts.dedup, opts.best_effort))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(AllRequest { keys, specs, opts })
+        let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+        let charges: Vec<u64> = limiters
+            .iter()
+            .map(|l| l.charge.unwrap_or(opts.cost))
+            .collect();
+        if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
+            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        }
+        let names = limiters.iter().map(|l| l.name).collect();
+        let specs = limiters.into_iter().map(|l| l.params).collect();
+        Ok(AllRequest {
+            keys,
+            specs,
+            charges,
+            names,
+            opts,
+        })
     }
 }
 
-/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
-/// arguments and its own options, parsed by that command's own parser.
+/// One `limiter` of RL.ALL, RL.CHECKALL or RL.CHECK, as written: its parameters, and its
+/// `CHARGE n` and `NAME name` when given.
+#[derive(Debug, Clone)]
+pub struct LimiterArg<'a> {
+    pub params: AnyParams,
+    pub charge: Option<u64>,
+    pub name: Option<&'a [u8]>,
+}
+
+/// Longest limiter `NAME`, in bytes.
+pub const NAME_MAX: usize = 64;
+
+/// A limiter's `NAME`: 1 to [`NAME_MAX`] bytes of letters, digits, `_`, `-`, `.`, `:`.
 ///
 /// # Errors
-/// A missing or unknown limiter, the command's own argument errors.
-pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlError> {
+/// [`RlError::Conflict`] naming the rule.
+pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
+    let ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
+    if token.is_empty() || token.len() > NAME_MAX || !token.iter().all(ok) {
+        return Err(RlError::Conflict(
+            "NAME must be 1 to 64 letters, digits, '_', '-', '.' or ':'",
+        ));
+    }
+    Ok(token)
+}
+
+/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
+/// arguments and its own options, parsed by that command's own parser, then `CHARGE n` and
+/// `NAME name` in any order.
+///
+/// # Errors
+/// A missing or unknown limiter, the command's own argument errors, a bad or repeated
+/// `CHARGE` or `NAME`.
+pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'a>, RlError> {
     let token = args
         .next()
         .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
@@ -102,15 +166,75 @@ pub fn parse_limiter(args: &mut Args<'_>, key: &[u8]) -> Result<AnyParams, RlErr
     for _ in 0..limiter.positional() {
         argv.push(args.next().ok_or_else(|| arity.clone())?);
     }
+    let mut charge = None;
+    let mut name = None;
     while let Some(opt) = args.peek() {
-        if !limiter.options().any(|o| opt.eq_ignore_ascii_case(o)) {
+        if opt.eq_ignore_ascii_case(b"CHARGE") {
+            args.next();
+            if charge.is_some() {
+                return Err(RlError::Duplicate("CHARGE"));
+            }
+            charge = Some(non_negative(args.value_of("CHARGE")?, "CHARGE")?);
+            continue;
+        }
+        if opt.eq_ignore_ascii_case(b"NAME") {
+            args.next();
+            if name.is_some() {
+                return Err(RlError::Duplicate("NAME"));
+            }
+            name = Some(limiter_name(args.value_of("NAME")?)?);
+            continue;
+        }
+        if charge.is_some()
+            || name.is_some()
+            || !limiter.options().any(|o| opt.eq_ignore_ascii_case(o))
+        {
             break;
         }
         argv.push(opt);
         args.next();
         argv.push(args.next().ok_or_else(|| arity.clone())?);
     }
-    (limiter.parse)(&argv)
+    Ok(LimiterArg {
+        params: (limiter.parse)(&argv)?,
+        charge,
+        name,
+    })
+}
+
+/// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this
+/// call is: Redis 7.0's cluster routing asks the command itself where its keys are (the key
+/// specs answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
+pub fn declare_keys(ctx: &Context, bytes: &[&[u8]]) -> bool {
+    if !ctx.is_keys_position_request() {
+        return false;
+    }
+    let numkeys = bytes
+        .get(1)
+        .and_then(|n| crate::commands::args::parse_u64(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0)
+        .min(bytes.len().saturating_sub(2));
+    for pos in 0..numkeys {
+        ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
+    }
+    true
+}
+
+/// The error for a refused RL.ALL or RL.CHECKALL: WRONGTYPE naming the key of `keys`.
+pub fn multi_error(e: MultiError, keys: &[&[u8]]) -> RlError {
+    match e {
+        MultiError::WrongKind {
+            index,
+            held,
+            wanted,
+        } => RlError::WrongKindAt {
+            key: keys.get(index).map(|k| quote(k)).unwrap_or_default(),
+            held,
+            wanted,
+        },
+        MultiError::Core(e) => RlError::from(e),
+    }
 }
 
 /// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
@@ -132,18 +256,7 @@ fn run(
     bytes: &[&[u8]],
     this: &'static Command,
 ) -> Result<(), RlError> {
-    // Redis 7.0's cluster routing asks the command itself where its keys are (the key specs
-    // answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
-    if ctx.is_keys_position_request() {
-        let numkeys = bytes
-            .get(1)
-            .and_then(|n| crate::commands::args::parse_u64(n))
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(0)
-            .min(bytes.len().saturating_sub(2));
-        for pos in 0..numkeys {
-            ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
-        }
+    if declare_keys(ctx, bytes) {
         return Ok(());
     }
     let parsed = AllRequest::parse(bytes)?;
@@ -164,19 +277,14 @@ fn run(
             None => Slot::New(None),
         })
         .collect();
-    let outcome =
-        apply_all(&mut slots, &parsed.specs, &req, config::dedup_max()).map_err(|e| match e {
-            MultiError::WrongKind {
-                index,
-                held,
-                wanted,
-            } => RlError::WrongKindAt {
-                key: parsed.keys.get(index).map(|k| quote(k)).unwrap_or_default(),
-                held,
-                wanted,
-            },
-            MultiError::Core(e) => RlError::from(e),
-        })?;
+    let outcome = apply_charged(
+        &mut slots,
+        &parsed.specs,
+        &parsed.charges,
+        &req,
+        config::dedup_max(),
+    )
+    .map_err(|e| multi_error(e, &parsed.keys))?;
     let created: Vec<Write> = slots
         .into_iter()
         .map(|s| match s {
@@ -195,7 +303,8 @@ fn run(
         })
         .collect();
     let d = Decision::from(outcome.verdict);
-    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
+    let granted = outcome.denied_by.is_none();
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
         .zip(&names)
@@ -214,8 +323,32 @@ fn run(
         &mut keys,
         propagate,
         granted,
-        |ctx| reply_decision(ctx, &d),
+        |ctx| {
+            if parsed.opts.detail {
+                reply_detail(ctx, &d, &parsed, &outcome);
+            } else {
+                reply_decision(ctx, &d);
+            }
+        },
     )
+}
+
+/// The detailed reply of RL.ALL or RL.CHECKALL: one part per key, named by its key.
+pub fn reply_detail(ctx: &Context, d: &Decision, parsed: &AllRequest<'_>, outcome: &MultiOutcome) {
+    let parts: Vec<Part<'_>> = parsed
+        .keys
+        .iter()
+        .zip(&parsed.names)
+        .zip(&outcome.limiters)
+        .map(|((key, name), l)| Part {
+            name: name.unwrap_or(key),
+            key,
+            cost: l.cost,
+            verdict: l.verdict,
+            window: l.window,
+        })
+        .collect();
+    detail::reply(ctx, d, outcome.reason, outcome.denied_by, &parts);
 }
 
 #[cfg(test)]
@@ -343,7 +476,7 @@ mod tests {
     use crate::core::dedup::DedupId;
     use crate::core::error::CoreError;
     use crate::core::flow::{self, Outcome, Write};
-    use crate::core::multi::MultiOutcome;
+    use crate::core::multi::apply_all;
     use crate::core::state::{LimiterState, Stored};
     use crate::docs::ArgType;
     use proptest::prelude::*;

@@ -234,7 +234,15 @@ pub fn format_at(us: Micros) -> String {
 const OPTION_MAX: usize = 16;
 
 /// The shared options, as typed (upper case).
-pub const SHARED: &[&[u8]] = &[b"COST", b"PEEK", b"BESTEFFORT", b"DEDUP", b"BLOCK", b"AT"];
+pub const SHARED: &[&[u8]] = &[
+    b"COST",
+    b"PEEK",
+    b"BESTEFFORT",
+    b"DEDUP",
+    b"BLOCK",
+    b"AT",
+    b"DETAIL",
+];
 
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +256,8 @@ pub struct Options {
     pub at_index: Option<usize>,
     /// `BLOCK d`: block the key for `d` µs when the call is denied.
     pub block: Option<Micros>,
+    /// `DETAIL`: the detailed reply.
+    pub detail: bool,
 }
 
 impl Default for Options {
@@ -260,6 +270,7 @@ impl Default for Options {
             at: None,
             at_index: None,
             block: None,
+            detail: false,
         }
     }
 }
@@ -316,6 +327,7 @@ impl Options {
                 }
                 b"PEEK" => once(&mut o.peek, "PEEK")?,
                 b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
+                b"DETAIL" => once(&mut o.detail, "DETAIL")?,
                 b"DEDUP" => {
                     if o.dedup.is_some() {
                         return Err(RlError::Duplicate("DEDUP"));

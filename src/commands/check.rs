@@ -1,4 +1,4 @@
-//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]: the reply the same call with `PEEK` would
+//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]: the reply the same call with `PEEK` would
 //! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
 //! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
 //! rules as every other call (a block honoured).
@@ -10,12 +10,13 @@ use redis_module::Context;
 
 use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
+use crate::commands::detail;
 use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
-use crate::core::multi::AnyParams;
-use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, arg, opt};
+use crate::core::multi::{AnyParams, BESTEFFORT_CHARGES};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
@@ -33,6 +34,7 @@ pub const DOC: CommandDoc = CommandDoc {
         },
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+        DETAIL,
         AT,
     ],
     shared_options: false,
@@ -40,38 +42,55 @@ pub const DOC: CommandDoc = CommandDoc {
 
 /// RL.CHECK's parsed arguments.
 #[derive(Debug, Clone)]
-pub struct CheckRequest {
+pub struct CheckRequest<'a> {
     pub spec: AnyParams,
+    /// The limiter's `NAME`, if given.
+    pub name: Option<&'a [u8]>,
     pub opts: Options,
 }
 
-impl CheckRequest {
+impl<'a> CheckRequest<'a> {
     /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
     ///
     /// # Errors
-    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT` and `AT`.
-    pub fn parse(items: &[&[u8]]) -> Result<Self, RlError> {
+    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT`, `DETAIL` and
+    /// `AT`.
+    pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
         let key = args.required()?;
         if args.peek().is_none() {
             return Err(RlError::Arity);
         }
-        let spec = parse_limiter(&mut args, key)?;
-        let opts = Options::parse_only(&mut args, &[b"COST", b"BESTEFFORT", b"AT"], |_, _| {
-            Ok(false)
-        })?;
+        let limiter = parse_limiter(&mut args, key)?;
+        let spec = limiter.params;
+        let mut opts = Options::parse_only(
+            &mut args,
+            &[b"COST", b"BESTEFFORT", b"DETAIL", b"AT"],
+            |_, _| Ok(false),
+        )?;
+        // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
+        if let Some(charge) = limiter.charge {
+            if opts.best_effort && charge != opts.cost {
+                return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+            }
+            opts.cost = charge;
+        }
         // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
         if opts.best_effort && spec.kind() == Kind::Concurrency {
             return Err(RlError::Conflict(
                 "BESTEFFORT does not apply to CONCURRENCY",
             ));
         }
-        Ok(CheckRequest { spec, opts })
+        Ok(CheckRequest {
+            spec,
+            name: limiter.name,
+            opts,
+        })
     }
 }
 
-/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] [AT t]
+/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]
 pub struct Check;
 
 impl Run for Check {
@@ -104,6 +123,18 @@ fn run(
     let d = Decision::from(judged.verdict);
     this.stats
         .record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
+    if req.opts.detail {
+        detail::reply_one(
+            ctx,
+            name.bytes(),
+            req.name,
+            req.opts.cost,
+            judged.verdict,
+            req.spec.window(),
+            judged.reason(),
+        );
+        return Ok(());
+    }
     reply_decision(ctx, &d);
     Ok(())
 }
@@ -114,9 +145,10 @@ mod tests {
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
 
-    fn parse(items: &[&str]) -> Result<CheckRequest, String> {
+    fn parse(items: &[&'static str]) -> Result<CheckRequest<'static>, String> {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
-        CheckRequest::parse(&bytes).map_err(|e| e.to_string())
+        let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
+        CheckRequest::parse(bytes).map_err(|e| e.to_string())
     }
 
     #[test]

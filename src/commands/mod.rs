@@ -30,7 +30,9 @@ pub mod all;
 pub mod args;
 pub mod block;
 pub mod check;
+pub mod checkall;
 pub mod concurrency;
+pub mod detail;
 pub mod evaluation;
 pub mod fixed;
 pub mod gcra;
@@ -64,7 +66,7 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow;
-use crate::core::limiter::{Algorithm, Decision, Verdict};
+use crate::core::limiter::{Algorithm, Decision, Reason, Verdict};
 use crate::core::state::Stored;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
@@ -186,6 +188,21 @@ impl<C: LimiterCommand> Run for Limiter<C> {
     }
 }
 
+/// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
+/// (`bytes[1]`).
+#[cold]
+fn reply_detail<A: Stored>(
+    ctx: &Context,
+    bytes: &[&[u8]],
+    params: &A::Params,
+    cost: u64,
+    verdict: &Verdict,
+    reason: Reason,
+) {
+    let key = bytes.get(1).copied().unwrap_or_default();
+    detail::reply_one(ctx, key, None, cost, *verdict, A::window(params), reason);
+}
+
 /// The shared flow of every limiter command, on the call's arguments and their bytes, counted
 /// in `stats`.
 ///
@@ -231,6 +248,7 @@ pub fn run<C: LimiterCommand>(
         now,
     };
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    let detail = parsed.opts.detail;
     finish(
         ctx,
         tail,
@@ -238,6 +256,19 @@ pub fn run<C: LimiterCommand>(
         &mut [Touched::new(key, key_name, fate)],
         propagate,
         granted,
-        |ctx| C::reply(ctx, &d, &outcome.verdict),
+        |ctx| {
+            if detail {
+                reply_detail::<C::Algo>(
+                    ctx,
+                    bytes,
+                    &parsed.params,
+                    req.cost,
+                    &outcome.verdict,
+                    outcome.reason,
+                );
+            } else {
+                C::reply(ctx, &d, &outcome.verdict);
+            }
+        },
     )
 }

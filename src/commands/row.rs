@@ -56,7 +56,7 @@ impl Command {
     /// that finds its keys itself (`getkeys-api`).
     pub fn key_range(&self) -> (i32, i32, i32) {
         match self.keys {
-            Keys::Numkeys => (0, 0, 0),
+            Keys::Numkeys | Keys::ReadNumkeys => (0, 0, 0),
             Keys::Update | Keys::Read | Keys::Overwrite => (1, 1, 1),
         }
     }

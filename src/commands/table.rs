@@ -23,8 +23,8 @@ use redis_module::Context;
 use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, concurrency, info, refund, restore, stream_count,
-    throttle,
+    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, refund, restore,
+    stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -107,6 +107,7 @@ crate::core::kind::each!(
     Block =>       c"rl.block",                      block::Block,                       c"write deny-oom fast",        Update,    c"write fast",      &block::BLOCK_DOC,               Some("rl_block");
     Unblock =>     c"rl.unblock",                    block::Unblock,                     c"write fast",                 Update,    c"write fast",      &block::UNBLOCK_DOC,             Some("rl_unblock");
     Check =>       c"rl.check",                      check::Check,                       c"readonly fast",              Read,      c"read fast",       &check::DOC,                     Some("rl_check");
+    CheckAll =>    c"rl.checkall",                   checkall::CheckAll,                 c"readonly getkeys-api",       ReadNumkeys, c"read fast",     &checkall::DOC,                  Some("rl_checkall");
     Release =>     c"rl.release",                    concurrency::ReleaseCommand,        c"write fast",                 Update,    c"write fast",      &concurrency::RELEASE_DOC,       Some("rl_release");
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
@@ -217,7 +218,7 @@ mod tests {
             let arity = 1 + required;
             assert_eq!(d.arity, if open { -arity } else { arity }, "{name}");
             // The key: the first argument, or after `numkeys` for a command with many.
-            let key_at = usize::from(c.keys == Keys::Numkeys);
+            let key_at = usize::from(matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys));
             assert_eq!(
                 d.args.get(key_at).map(|a| a.kind),
                 Some(ArgType::Key),
@@ -244,7 +245,7 @@ mod tests {
         let has = |list: &CStr, word: &str| list.to_str().unwrap().split(' ').any(|w| w == word);
         for c in &COMMANDS {
             let name = c.name_str();
-            let reads = c.keys == Keys::Read;
+            let reads = matches!(c.keys, Keys::Read | Keys::ReadNumkeys);
             assert_eq!(has(c.flags, "readonly"), reads, "{name}");
             assert_eq!(has(c.flags, "write"), !reads, "{name}");
             assert_eq!(has(c.acl, "read"), reads, "{name}");
@@ -257,10 +258,10 @@ mod tests {
             assert!(!has(c.flags, "fast") || has(c.acl, "fast"), "{name}");
             assert_eq!(
                 has(c.flags, "getkeys-api"),
-                c.keys == Keys::Numkeys,
+                matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys),
                 "{name}"
             );
-            let range = if c.keys == Keys::Numkeys {
+            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys) {
                 (0, 0, 0)
             } else {
                 (1, 1, 1)

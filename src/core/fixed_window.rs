@@ -179,6 +179,10 @@ impl Algorithm for Fixed {
         params.window_end(now)
     }
 
+    fn window(params: &FixedParams) -> Micros {
+        params.window
+    }
+
     fn describe(params: &FixedParams) -> Vec<(&'static str, u64)> {
         vec![
             ("limit", params.limit),

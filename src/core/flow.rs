@@ -20,7 +20,7 @@
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
 pub use crate::core::limiter::blocked;
-use crate::core::limiter::{Algorithm, Refund, Request, Retry, Verdict};
+use crate::core::limiter::{Algorithm, Reason, Refund, Request, Retry, Verdict};
 use crate::core::state::{AlgoState, LimiterState, Stored, dispatch};
 use crate::core::time::Micros;
 
@@ -121,6 +121,24 @@ impl Judged {
             Settle::Charge(granted)
         } else {
             self.blocks(req).map_or(Settle::Keep, Settle::Block)
+        }
+    }
+
+    /// Why this key denies the call, [`Reason::Granted`] if it does not: a blocked key denies
+    /// every call (even `COST 0`), a key that grants nothing of a cost above 0 denies it (a
+    /// `BESTEFFORT` call granted part of it is not denied), a remembered id is granted. A cost
+    /// above the limit is [`Reason::Never`] whatever else holds.
+    pub fn reason(&self) -> Reason {
+        let denied = self.blocked.is_some()
+            || (self.remembered.is_none() && self.cost > 0 && self.verdict.granted == 0);
+        if !denied {
+            Reason::Granted
+        } else if self.verdict.retry == Retry::Never {
+            Reason::Never
+        } else if self.blocked.is_some() {
+            Reason::Blocked
+        } else {
+            Reason::Limit
         }
     }
 
@@ -372,6 +390,8 @@ pub struct Outcome {
     pub expires_at: Micros,
     /// The key is blocked (the call was denied by the block, or placed it).
     pub blocked: bool,
+    /// Why the key denied the call ([`Judged::reason`]).
+    pub reason: Reason,
 }
 
 impl Write {
@@ -424,6 +444,7 @@ pub fn apply<A: Stored>(
         write: Write::of(slot, written.is_some()),
         expires_at: written.unwrap_or(0),
         blocked: j.blocked.is_some() || matches!(action, Settle::Block(_)),
+        reason: j.reason(),
     })
 }
 

@@ -70,6 +70,10 @@ impl Algorithm for LeakyBucket {
         params.dedup_until(now)
     }
 
+    fn window(params: &GcraParams) -> Micros {
+        params.span()
+    }
+
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
         params.describe(["capacity", "rate", "period_ms"])
     }

@@ -159,6 +159,13 @@ pub trait Algorithm: Sized + Clone {
     /// Until when a `DEDUP` id first seen at `now` is remembered.
     fn dedup_until(params: &Self::Params, now: Micros) -> Micros;
 
+    /// The time over which the limit applies, in µs (SPEC's `window_ms` under `DETAIL`, the
+    /// IETF RateLimit-Policy `w`): the window of a windowed algorithm, the time a fully used
+    /// schedule takes to become fresh; 0 (the default) where no time applies.
+    fn window(_params: &Self::Params) -> Micros {
+        0
+    }
+
     /// Parameter names and values, for RL.INFO.
     fn describe(params: &Self::Params) -> Vec<(&'static str, u64)>;
 
@@ -259,5 +266,70 @@ pub fn blocked(asked: Verdict, current: Verdict, cost: u64, until: Micros, now: 
         remaining: 0,
         retry,
         reset_after: current.reset_after.max(left),
+    }
+}
+
+/// Why a limiter denied a call (SPEC "The detailed reply": `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// Not denied.
+    Granted,
+    /// The limit: the units are not available now.
+    Limit,
+    /// The key is blocked.
+    Blocked,
+    /// The cost is above the limit: it can never be granted.
+    Never,
+}
+
+impl Reason {
+    /// The name in the reply.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Reason::Granted => "granted",
+            Reason::Limit => "limit",
+            Reason::Blocked => "blocked",
+            Reason::Never => "never",
+        }
+    }
+
+    /// The call's reason and the index of the limiter that denied it: among the limiters'
+    /// reasons (in key order), `never` if any, else `blocked` if any, else `limit` if any (the
+    /// first limiter with it), else granted (no denier).
+    pub fn of_call(reasons: impl IntoIterator<Item = Reason>) -> (Reason, Option<usize>) {
+        let mut worst = (Reason::Granted, None);
+        for (i, r) in reasons.into_iter().enumerate() {
+            if r > worst.0 {
+                worst = (r, Some(i));
+            }
+        }
+        worst
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::Reason::{self, *};
+
+    #[test]
+    fn call_reason_is_never_then_blocked_then_limit_first_in_key_order() {
+        type Case = (&'static [Reason], (Reason, Option<usize>));
+        #[rustfmt::skip]
+        let cases: &[Case] = &[
+            // limiters' reasons, in key order       call's reason, denier
+            (&[],                                    (Granted, None)),
+            (&[Granted, Granted],                    (Granted, None)),
+            (&[Granted, Limit, Limit],               (Limit, Some(1))),
+            (&[Limit, Blocked, Blocked],             (Blocked, Some(1))),
+            (&[Blocked, Limit, Never, Never],        (Never, Some(2))),
+            (&[Never, Blocked],                      (Never, Some(0))),
+        ];
+        for (reasons, want) in cases {
+            assert_eq!(
+                Reason::of_call(reasons.iter().copied()),
+                *want,
+                "{reasons:?}"
+            );
+        }
     }
 }

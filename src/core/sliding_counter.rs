@@ -296,6 +296,10 @@ impl Algorithm for SlidingCounter {
         now.saturating_add(params.window)
     }
 
+    fn window(params: &SlidingCounterParams) -> Micros {
+        params.window
+    }
+
     fn describe(params: &SlidingCounterParams) -> Vec<(&'static str, u64)> {
         vec![("limit", params.limit), ("window_ms", params.window / 1000)]
     }

@@ -62,6 +62,10 @@ impl Algorithm for TokenBucket {
         params.dedup_until(now)
     }
 
+    fn window(params: &GcraParams) -> Micros {
+        params.span()
+    }
+
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {
         params.describe(["capacity", "refill", "period_ms"])
     }

@@ -44,19 +44,19 @@ fn raw_arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
 }
 
 fn key_spec(keys: Keys) -> KeySpec {
-    if keys == Keys::Numkeys {
+    let flags = match keys {
+        Keys::Update | Keys::Numkeys => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
+        Keys::Read | Keys::ReadNumkeys => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
+        Keys::Overwrite => KeySpecFlags::OVERWRITE,
+    };
+    if matches!(keys, Keys::Numkeys | Keys::ReadNumkeys) {
         return KeySpec::new(
             None,
-            KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
+            flags,
             BeginSearch::new_index(1),
             FindKeys::new_keys_num(0, 1, 1),
         );
     }
-    let flags = match keys {
-        Keys::Update | Keys::Numkeys => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
-        Keys::Read => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
-        Keys::Overwrite => KeySpecFlags::OVERWRITE,
-    };
     KeySpec::new(
         None,
         flags,

@@ -128,3 +128,116 @@ pub fn error(ctx: &Context, text: &str) {
         unsafe { reply_with_error(ctx.ctx, buf.as_ptr().cast::<c_char>()) };
     }
 }
+
+/// The detailed reply's fields: the limiter reply's five (`commands::DECISION_NAMES`), then
+/// `denied_by`, `reason` and `limiters` (SPEC "The detailed reply").
+pub const DETAIL_NAMES: [&str; 8] = [
+    "granted",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+    "denied_by",
+    "reason",
+    "limiters",
+];
+
+/// The fields of one limiter's entry in the detailed reply, in order (`policy` last, when the
+/// entry has one).
+pub const ENTRY_NAMES: [&str; 10] = [
+    "name",
+    "key",
+    "cost",
+    "granted",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+    "window_ms",
+    "policy",
+];
+
+/// One limiter's entry in the detailed reply.
+#[derive(Debug, Clone, Copy)]
+pub struct DetailEntry<'a> {
+    pub name: &'a [u8],
+    pub key: &'a [u8],
+    /// `cost`, `granted`, `limit`, `remaining`, `retry_after_ms`, `reset_after_ms`,
+    /// `window_ms`.
+    pub values: [i64; 7],
+    /// The named policy the limiter comes from, if any.
+    pub policy: Option<&'a [u8]>,
+}
+
+/// The detailed reply: under RESP3 a map of the limiter reply's `values`, then
+/// `denied_by` (null when granted), `reason` and `limiters` (one map per entry, `policy` only
+/// where there is one); under RESP2 an array of the five values, `denied_by` (nil when granted),
+/// `reason` and one nested array holding each entry's values in order (`policy` nil when none).
+pub fn detail(
+    ctx: &Context,
+    values: [i64; 5],
+    denied_by: Option<&[u8]>,
+    reason: &str,
+    entries: &[DetailEntry<'_>],
+) {
+    let resp3 = is_resp3(ctx);
+    let field = |name: &str| {
+        if resp3 {
+            bulk(ctx, name.as_bytes());
+        }
+    };
+    if resp3 {
+        raw::reply_with_map(ctx.ctx, 8);
+    } else {
+        raw::reply_with_array(ctx.ctx, 8);
+    }
+    let [g, l, r, retry, reset, n_denied, n_reason, n_limiters] = DETAIL_NAMES;
+    for (name, value) in [g, l, r, retry, reset].into_iter().zip(values) {
+        field(name);
+        integer(ctx, value);
+    }
+    field(n_denied);
+    match denied_by {
+        Some(d) => bulk(ctx, d),
+        None => null(ctx),
+    }
+    field(n_reason);
+    bulk(ctx, reason.as_bytes());
+    field(n_limiters);
+    raw::reply_with_array(ctx.ctx, c_long::try_from(entries.len()).unwrap_or(0));
+    for e in entries {
+        let len = if resp3 && e.policy.is_none() { 9 } else { 10 };
+        if resp3 {
+            raw::reply_with_map(ctx.ctx, len);
+        } else {
+            raw::reply_with_array(ctx.ctx, len);
+        }
+        let mut names = ENTRY_NAMES.iter();
+        let mut next = || {
+            if let Some(n) = names.next() {
+                field(n);
+            }
+        };
+        next();
+        bulk(ctx, e.name);
+        next();
+        bulk(ctx, e.key);
+        for v in e.values {
+            next();
+            integer(ctx, v);
+        }
+        match e.policy {
+            Some(p) => {
+                next();
+                bulk(ctx, p);
+            }
+            None if !resp3 => null(ctx),
+            None => {}
+        }
+    }
+}
+
+/// Reply with a bulk string of `bytes` (binary-safe: Redis copies the bytes as they are).
+pub fn bulk(ctx: &Context, bytes: &[u8]) {
+    raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len());
+}

@@ -76,6 +76,13 @@ impl GcraParams {
         self.period
     }
 
+    /// The time a fully used limiter takes to become fresh, `burst · period / rate` rounded up
+    /// to the µs (at most [`MAX_SPAN`], as validated).
+    pub fn span(&self) -> Micros {
+        let ticks = wide_mul(self.burst, self.period);
+        u64::try_from(div_ceil_ticks(ticks, self.rate)).unwrap_or(MAX_SPAN)
+    }
+
     /// Until when a `DEDUP` id first seen at `now` is remembered: one period.
     pub fn dedup_until(&self, now: Micros) -> Micros {
         now.saturating_add(self.period)
@@ -413,6 +420,10 @@ impl Algorithm for Gcra {
 
     fn dedup_until(params: &GcraParams, now: Micros) -> Micros {
         params.dedup_until(now)
+    }
+
+    fn window(params: &GcraParams) -> Micros {
+        params.span()
     }
 
     fn describe(params: &GcraParams) -> Vec<(&'static str, u64)> {

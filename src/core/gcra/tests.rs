@@ -577,3 +577,20 @@ proptest! {
         prop_assert!(after.granted >= before.granted);
     }
 }
+
+#[test]
+fn gcra_window_is_the_full_span_rounded_up() {
+    use crate::core::limiter::Algorithm;
+    #[rustfmt::skip]
+    let cases: &[(u64, u64, u64, u64)] = &[
+        // burst  rate  period µs     window µs
+        (2,       1,    1_000_000,    2_000_000),
+        (7,       3,    1_000_000,    2_333_334),
+        (1,       3,    1,            1),
+        (10,      1_000_000, 1_000,   1),
+    ];
+    for &(b, r, p, want) in cases {
+        let params = GcraParams::new(b, r, p).unwrap();
+        assert_eq!(Gcra::window(&params), want, "{b} {r} {p}");
+    }
+}

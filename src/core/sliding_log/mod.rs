@@ -363,6 +363,10 @@ impl Algorithm for SlidingLog {
         now.saturating_add(params.window)
     }
 
+    fn window(params: &SlidingParams) -> Micros {
+        params.window
+    }
+
     fn describe(params: &SlidingParams) -> Vec<(&'static str, u64)> {
         vec![
             ("limit", params.limit),
