@@ -117,6 +117,10 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     AT,
 ];
 
+/// `DELAY d`: an option of the schedule algorithms' commands (GCRA, token and leaky bucket) and
+/// of RL.ALL, shared by them (inside RL.ALL it applies to the whole call, not to one limiter).
+pub const DELAY: ArgDoc = opt(c"delay", ArgType::String, c"DELAY");
+
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
 
 /// The commands that are not one algorithm's, internal ones included.
@@ -137,6 +141,7 @@ pub const OTHERS: &[CommandDoc] = &[
                 multiple: true,
                 ..arg(c"limiter", ArgType::String)
             },
+            DELAY,
         ],
         shared_options: true,
         acl: c"write fast",

@@ -63,6 +63,30 @@ impl AnyParams {
         dispatch!(&self.0, spec => judge_like(spec, state, now, cost, best_effort, dedup))
     }
 
+    /// Whether the algorithm takes `DELAY` ([`crate::core::limiter::Algorithm::DELAY`]).
+    pub fn delays(&self) -> bool {
+        dispatch!(&self.0, spec => delays_like(spec))
+    }
+
+    /// [`flow::allowed_at`] on the key.
+    fn allowed_at(
+        &self,
+        state: Option<&LimiterState>,
+        j: &Judged,
+    ) -> Result<Option<Micros>, CoreError> {
+        dispatch!(&self.0, spec => allowed_at_like(spec, state, j))
+    }
+
+    /// [`flow::reserve`] on the key.
+    fn reserve(
+        &self,
+        state: Option<&LimiterState>,
+        j: Judged,
+        at: Micros,
+    ) -> Result<Judged, CoreError> {
+        dispatch!(&self.0, spec => reserve_like(spec, state, j, at))
+    }
+
     /// [`flow::can_charge`] on the key.
     fn can_charge(
         &self,
@@ -122,6 +146,30 @@ fn judge_like<A: Stored>(
     dedup: Option<DedupId>,
 ) -> Result<Judged, CoreError> {
     flow::judge::<A>(state, spec.params(), now, cost, best_effort, dedup)
+}
+
+/// [`AnyParams::delays`] for `spec`'s algorithm.
+fn delays_like<A: Stored>(_spec: &A) -> bool {
+    A::DELAY
+}
+
+/// [`flow::allowed_at`] for `spec`'s algorithm.
+fn allowed_at_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    j: &Judged,
+) -> Result<Option<Micros>, CoreError> {
+    flow::allowed_at::<A>(state, spec.params(), j)
+}
+
+/// [`flow::reserve`] for `spec`'s algorithm.
+fn reserve_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    j: Judged,
+    at: Micros,
+) -> Result<Judged, CoreError> {
+    flow::reserve::<A>(state, spec.params(), j, at)
 }
 
 /// [`flow::can_charge`] for `spec`'s algorithm.
@@ -270,6 +318,39 @@ fn judge_all(
     Ok(judged.into_iter().collect::<Result<_, _>>()?)
 }
 
+/// `DELAY d` on RL.ALL: when the call is not granted in full now but every key grants its full
+/// cost by a time `at` within `d` of each key's evaluation time (`at` the latest of the times
+/// each key allows it: the moment the whole request is allowed), every key is judged as
+/// granting it now as a reservation of `at`. Otherwise `judged` is left as it is.
+fn delay_all(
+    slots: &[Slot<'_>],
+    specs: &[AnyParams],
+    judged: &mut [Judged],
+    d: Micros,
+) -> Result<(), CoreError> {
+    if judged.iter().all(|j| j.verdict.granted == j.cost) {
+        return Ok(());
+    }
+    let mut at = 0;
+    for ((slot, spec), j) in slots.iter().zip(specs).zip(judged.iter()) {
+        match spec.allowed_at(slot.state(), j)? {
+            Some(t) => at = at.max(t),
+            None => return Ok(()),
+        }
+    }
+    if judged.iter().any(|j| at.saturating_sub(j.now) > d) {
+        return Ok(());
+    }
+    let reserved = slots
+        .iter()
+        .zip(specs)
+        .zip(judged.iter())
+        .map(|((slot, spec), j)| spec.reserve(slot.state(), *j, at))
+        .collect::<Result<Vec<_>, _>>()?;
+    judged.copy_from_slice(&reserved);
+    Ok(())
+}
+
 /// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
 /// parameters. Slots of missing keys must be `Slot::New(None)`; a granted call fills them.
 ///
@@ -284,7 +365,10 @@ pub fn apply_all(
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
-    let judged = judge_all(slots, specs, req)?;
+    let mut judged = judge_all(slots, specs, req)?;
+    if let Some(d) = req.delay {
+        delay_all(slots, specs, &mut judged, d)?;
+    }
     let blocked = judged.iter().any(|j| j.blocked.is_some());
     // A remembered id on any key (none blocked): nothing is charged again.
     if let Some(granted) = judged
@@ -639,14 +723,15 @@ mod tests {
         fn accepted_parameters_never_saturate(
             spec in arb_extreme_spec(),
             ops in prop::collection::vec(
-                (prop_oneof![0u64..=MAX_TIME, (MAX_TIME - 1_000_000)..=MAX_TIME], edgy(MAX_PARAM), any::<bool>()),
+                (prop_oneof![0u64..=MAX_TIME, (MAX_TIME - 1_000_000)..=MAX_TIME], edgy(MAX_PARAM), any::<bool>(),
+                 prop::option::of(edgy(MAX_PARAM))),
                 1..12,
             ),
         ) {
             use crate::core::time::{MAX_SPAN, ceil_ms};
             let mut state: Option<LimiterState> = None;
-            for (now, cost, be) in ops {
-                let req = Request { best_effort: be, ..Request::new(cost, now) };
+            for (now, cost, be, delay) in ops {
+                let req = Request { best_effort: be, delay, ..Request::new(cost, now) };
                 if !accepted(std::slice::from_ref(&spec), &req) {
                     continue;
                 }
@@ -657,6 +742,9 @@ mod tests {
                 let out = match apply_all(&mut slots, std::slice::from_ref(&spec), &req, 10) {
                     // A concurrency lease asked for other units than it holds.
                     Err(MultiError::Core(CoreError::Refused(_))) => continue,
+                    // A reservation that would leave the key fresh again more than MAX_SPAN
+                    // from now is refused, not capped (and changes nothing).
+                    Err(MultiError::Core(CoreError::StateTooLong)) if delay.is_some() => continue,
                     out => out.map_err(|e| TestCaseError::fail(format!("{e:?}")))?,
                 };
                 let [slot] = slots;
