@@ -477,7 +477,15 @@ fn count(r: &mut Rng) -> Vec<u8> {
 
 /// Options, each name followed by its value (which may be missing at the end).
 fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bool) {
-    const SHARED: &[&str] = &["COST", "PEEK", "BESTEFFORT", "DEDUP", "BLOCK", "AT"];
+    const SHARED: &[&str] = &[
+        "COST",
+        "PEEK",
+        "BESTEFFORT",
+        "DEDUP",
+        "BLOCK",
+        "DELAY",
+        "AT",
+    ];
     let mut used: Vec<&str> = Vec::new();
     for _ in 0..r.below(5) {
         let name: &str = if !own.is_empty() && (!shared || r.one_in(3)) {
