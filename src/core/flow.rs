@@ -250,6 +250,7 @@ pub fn evaluate<A: Algorithm>(
 /// # Errors
 /// As [`commit`] and [`place_block`]: only if `action` was not decided on this key's
 /// [`judge`]; nothing is changed then.
+#[inline]
 pub fn settle<A: Stored>(
     slot: &mut Slot<'_>,
     params: &A::Params,
@@ -324,6 +325,7 @@ pub fn commit<A: Stored>(
 /// # Errors
 /// As [`commit`]: only if the reservation was not judged on this key ([`reserve`]).
 #[cold]
+#[inline(never)]
 pub fn commit_reserved<A: Stored>(
     slot: &mut Slot<'_>,
     params: &A::Params,
@@ -415,8 +417,9 @@ pub fn reserve<A: Stored>(
 }
 
 /// `DELAY d` on a single key judged `j`: reserved for the time its full cost is allowed when
-/// that is within `d`, else `j` as it is.
+/// that is within `d`, else `j` as it is (with `BESTEFFORT`, what is available now).
 #[cold]
+#[inline(never)]
 fn delayed<A: Stored>(
     state: Option<&LimiterState>,
     params: &A::Params,
