@@ -243,3 +243,69 @@ fn strings(r: &Reply, out: &mut Vec<String>) {
         None => out.extend(r.as_str()),
     }
 }
+
+#[test]
+fn delayed_grants_replay_from_the_aof() {
+    // No rewrite: the AOF holds the grants as propagated (a value, or RL.ALL with its resolved
+    // AT); a restart replays them into the master's state, the reservations included.
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let keys = ["g", "tb", "lb", "{z}a", "{z}b"];
+    let mut replies = Vec::new();
+    for step in 0..4u64 {
+        let at = step * 300;
+        call(
+            &mut c,
+            &["RL.GCRA", "g", "2", "3", "1s"],
+            at,
+            &["DELAY", "2s"],
+        );
+        let tb = ["RL.TOKENBUCKET", "tb", "2", "3", "1s"];
+        let tb = call(&mut c, &tb, at, &["COST", "2", "DELAY", "2s"]);
+        call(
+            &mut c,
+            &["RL.LEAKYBUCKET", "lb", "2", "3", "1s"],
+            at,
+            &["DELAY", "2s"],
+        );
+        let all = [
+            "RL.ALL",
+            "2",
+            "{z}a",
+            "{z}b",
+            "GCRA",
+            "1",
+            "2",
+            "1s",
+            "LEAKYBUCKET",
+            "2",
+            "1",
+            "1s",
+        ];
+        let all = call(&mut c, &all, at, &["DELAY", "3s"]);
+        replies.push((tb, all));
+    }
+    // At +300 ms both are reservations. The token bucket (2 tokens, 3 a second) is full again
+    // at +666.67 ms: a wait of 366.67 ms, the bucket then empty (full at +1333.33 ms). RL.ALL:
+    // {z}a (1 at once, 2 a second) allows it at +500 ms, {z}b (a leaky bucket of 2 draining 1
+    // a second, holding 1 until +1 s) at once: reserved as at +500 ms, {z}b's queue delay
+    // then 500 ms (700 ms from the call), {z}b fresh at +2 s.
+    assert_eq!(replies[1].0, [2, 2, 0, 367, 1034]);
+    assert_eq!(replies[1].1, [1, 1, 0, 700, 1700]);
+    let snapshot = |c: &mut Conn| -> Vec<(Reply, i64)> {
+        keys.iter()
+            .map(|k| {
+                (
+                    c.cmd(&["DEBUG", "DIGEST-VALUE", k]),
+                    c.int(&["PEXPIRETIME", k]),
+                )
+            })
+            .collect()
+    };
+    let before = snapshot(&mut c);
+    assert!(before.iter().all(|(_, e)| *e > 0), "{before:?}");
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(snapshot(&mut c), before);
+}
