@@ -100,4 +100,8 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
 /// `DETAIL`: the detailed reply.
 pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");
 
+/// `DELAY d`: an option of the schedule algorithms' commands (GCRA, token and leaky bucket) and
+/// of RL.ALL, shared by them (inside RL.ALL it applies to the whole call, not to one limiter).
+pub const DELAY: ArgDoc = opt(c"delay", ArgType::String, c"DELAY");
+
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);

@@ -46,6 +46,8 @@ pub enum RlError {
     Syntax(&'static str),
     /// Arguments that are each valid but do not go together (the text after `ERR `).
     Conflict(&'static str),
+    /// `DELAY` on an algorithm that does not take it.
+    NoDelay(Kind),
     /// An `AT` further ahead of the server's clock than `ratelimit.at-max-ahead`.
     AtAhead,
     /// An `AT` further behind the server's clock than `ratelimit.at-max-behind`.
@@ -105,6 +107,11 @@ impl fmt::Display for RlError {
             RlError::Duplicate(opt) => write!(f, "ERR syntax error, {opt} given more than once"),
             RlError::Syntax(text) => write!(f, "ERR syntax error, {text}"),
             RlError::Conflict(text) => write!(f, "ERR {text}"),
+            RlError::NoDelay(kind) => write!(
+                f,
+                "ERR DELAY does not apply to {}, only to GCRA, TOKENBUCKET and LEAKYBUCKET",
+                kind.name().to_ascii_uppercase()
+            ),
             RlError::AtAhead => write!(f, "ERR AT is ahead of the server clock"),
             RlError::AtBehind => write!(f, "ERR AT is behind the server clock"),
             RlError::IdTooLong => write!(f, "ERR DEDUP id must be at most 256 bytes"),
@@ -217,6 +224,7 @@ mod tests {
                 held: Kind::Gcra,
                 wanted: Kind::Fixed,
             },
+            RlError::NoDelay(Kind::SlidingCounter),
         ];
         for e in all {
             match RedisError::from(e.clone()) {

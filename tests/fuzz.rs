@@ -491,6 +491,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
         "BESTEFFORT",
         "DEDUP",
         "BLOCK",
+        "DELAY",
         "AT",
         "DETAIL",
     ];

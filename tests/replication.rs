@@ -103,6 +103,58 @@ fn replica_matches_master_under_random_traffic_while_held_back() {
 }
 
 #[test]
+fn delayed_grants_replicate_exactly() {
+    // DELAY grants reservations of later moments (each key charged as of it): single-limiter
+    // calls replicate their new value, RL.ALL its call with the resolved AT; the replica, held
+    // back while the master's clock moves on, ends with the master's state.
+    let master = Server::start();
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    let mut hold = replica.conn();
+    let mut rng = Rng(0x5eed_de1a_u64);
+    // Grants that wait (a reservation, or a leaky bucket's queue).
+    let mut waits = 0;
+    for _ in 0..6 {
+        hold.send(&["DEBUG", "SLEEP", "0.05"]);
+        for _ in 0..60 {
+            let key = format!("d{}", rng.below(3));
+            let delay = format!("{}ms", 1 + rng.below(20_000));
+            let cmd = match rng.below(4) {
+                0 => args!["RL.GCRA", &key, 3, 60, "1m", "DELAY", &delay].to_vec(),
+                1 => args!["RL.TOKENBUCKET", &key, 3, 60, "1m", "DELAY", &delay].to_vec(),
+                2 => args!["RL.LEAKYBUCKET", &key, 3, 60, "1m", "DELAY", &delay].to_vec(),
+                _ => args![
+                    "RL.ALL",
+                    2,
+                    "{a}x",
+                    "{a}y",
+                    "GCRA",
+                    2,
+                    60,
+                    "1m",
+                    "LEAKYBUCKET",
+                    3,
+                    30,
+                    "1m",
+                    "COST",
+                    1 + rng.below(2),
+                    "DELAY",
+                    &delay
+                ]
+                .to_vec(),
+            };
+            // WRONGTYPE on a key of another schedule algorithm: fine, it writes nothing.
+            if let Reply::Array(r) = m.cmd(&cmd) {
+                waits += usize::from(r[0] != Reply::Int(0) && r[3] != Reply::Int(0));
+            }
+        }
+        assert_eq!(hold.recv(), Reply::Simple("OK".into()));
+    }
+    assert!(waits > 20, "only {waits} grants that wait");
+    assert_same_state(&master, &replica);
+}
+
+#[test]
 fn denied_peek_and_cost_zero_propagate_nothing() {
     let master = Server::start();
     let replica = Server::replica_of(&master);

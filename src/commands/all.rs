@@ -1,4 +1,4 @@
-//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
+//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 //!
 //! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
 //! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
@@ -19,7 +19,7 @@ use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
 };
-use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, arg};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
@@ -39,6 +39,7 @@ pub const DOC: CommandDoc = CommandDoc {
             multiple: true,
             ..arg(c"limiter", ArgType::String)
         },
+        DELAY,
     ],
     shared_options: true,
 };
@@ -104,6 +105,11 @@ impl<'a> AllRequest<'a> {
             limiters.push(parse_limiter(&mut args, key)?);
         }
         let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+        opts.check_delay(
+            limiters
+                .iter()
+                .map(|l| (l.params.kind(), l.params.delays())),
+        )?;
         let charges: Vec<u64> = limiters
             .iter()
             .map(|l| l.charge.unwrap_or(opts.cost))
@@ -237,7 +243,7 @@ pub fn multi_error(e: MultiError, keys: &[&[u8]]) -> RlError {
     }
 }
 
-/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
+/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 pub struct All;
 
 impl Run for All {
@@ -553,21 +559,22 @@ mod tests {
 
     proptest! {
         /// RL.ALL over one key replies and writes exactly as that key's own command, whatever
-        /// the options (BLOCK, DEDUP, PEEK, BESTEFFORT, COST 0, a time behind the key's last
-        /// update), for every algorithm of the registry.
+        /// the options (BLOCK, DEDUP, PEEK, BESTEFFORT, DELAY, COST 0, a time behind the key's
+        /// last update), for every algorithm of the registry.
         #[test]
         fn all_over_one_key_is_its_own_command(
             spec in arb_limiter(),
             ops in prop::collection::vec(
                 (0u64..900_000, 0u64..400_000, 0u64..6, any::<bool>(), any::<bool>(),
-                 prop::option::of(0u8..3), prop::option::of(1u64..2_000_000)),
+                 prop::option::of(0u8..3), prop::option::of(1u64..2_000_000),
+                 prop::option::weighted(0.3, 1u64..2_000_000)),
                 1..40,
             ),
         ) {
             let mut a: Option<LimiterState> = None;
             let mut b: Option<LimiterState> = None;
             let mut t = 1_700_000_000_000_000u64;
-            for (dt, back, cost, peek, be, dedup, block) in ops {
+            for (dt, back, cost, peek, be, dedup, block, delay) in ops {
                 t += dt;
                 let dedup = dedup.map(|d| DedupId(u128::from(d)));
                 let req = Request {
@@ -575,6 +582,7 @@ mod tests {
                     best_effort: be,
                     dedup,
                     block,
+                    delay,
                     ..Request::new(cost, t - back)
                 };
                 // The limiter as RL.ALL binds it to the call (a lease id from DEDUP); a call
@@ -596,6 +604,41 @@ mod tests {
                 prop_assert_eq!(&a, &b, "{:?}", req);
             }
         }
+    }
+
+    #[test]
+    fn all_takes_delay_for_the_whole_call_on_schedule_limiters_only() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "gcra",
+            "10",
+            "1",
+            "1s",
+            "leakybucket",
+            "5",
+            "2",
+            "1m",
+            "DELAY",
+            "2s",
+        ])
+        .unwrap();
+        assert_eq!(p.opts.delay, Some(2_000_000));
+        assert_eq!(p.specs.len(), 2);
+        assert_eq!(
+            parse(&[
+                "rl.all", "2", "a", "b", "gcra", "10", "1", "1s", "fixed", "5", "1m", "DELAY",
+                "2s",
+            ])
+            .unwrap_err(),
+            "ERR DELAY does not apply to FIXED, only to GCRA, TOKENBUCKET and LEAKYBUCKET"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "gcra", "10", "1", "1s", "DELAY", "0"]).unwrap_err(),
+            "ERR invalid duration '0' for DELAY"
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
-//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `AT`).
+//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`, `AT`).
 //!
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
 use crate::core::Micros;
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
+use crate::core::kind::Kind;
 use crate::core::limiter::Request;
 use crate::core::param::MAX_PARAM;
 use crate::core::time::{MAX_TIME, US_PER_MS};
@@ -240,6 +241,7 @@ pub const SHARED: &[&[u8]] = &[
     b"BESTEFFORT",
     b"DEDUP",
     b"BLOCK",
+    b"DELAY",
     b"AT",
     b"DETAIL",
 ];
@@ -258,6 +260,9 @@ pub struct Options {
     pub block: Option<Micros>,
     /// `DETAIL`: the detailed reply.
     pub detail: bool,
+    /// `DELAY d`: grant a call allowed within `d` µs now, as a reservation of that moment (the
+    /// command refuses it unless its algorithms take it: [`Options::check_delay`]).
+    pub delay: Option<Micros>,
 }
 
 impl Default for Options {
@@ -271,6 +276,7 @@ impl Default for Options {
             at_index: None,
             block: None,
             detail: false,
+            delay: None,
         }
     }
 }
@@ -344,6 +350,12 @@ impl Options {
                     }
                     o.block = Some(duration(args.value_of("BLOCK")?, "BLOCK")?);
                 }
+                b"DELAY" => {
+                    if o.delay.is_some() {
+                        return Err(RlError::Duplicate("DELAY"));
+                    }
+                    o.delay = Some(duration(args.value_of("DELAY")?, "DELAY")?);
+                }
                 b"AT" => {
                     if o.at.is_some() {
                         return Err(RlError::Duplicate("AT"));
@@ -370,6 +382,26 @@ impl Options {
             dedup: self.dedup,
             now,
             block: self.block,
+            delay: self.delay,
+        }
+    }
+
+    /// Refuse `DELAY` unless every algorithm the call runs takes it (`delays`: GCRA, token and
+    /// leaky bucket; SPEC: "On other algorithms DELAY is an error"), naming the first that
+    /// does not.
+    ///
+    /// # Errors
+    /// `ERR DELAY does not apply to <ALGORITHM>`.
+    pub fn check_delay(
+        &self,
+        mut delays: impl Iterator<Item = (Kind, bool)>,
+    ) -> Result<(), RlError> {
+        if self.delay.is_none() {
+            return Ok(());
+        }
+        match delays.find(|(_, takes)| !takes) {
+            Some((kind, _)) => Err(RlError::NoDelay(kind)),
+            None => Ok(()),
         }
     }
 }
@@ -523,14 +555,37 @@ mod tests {
             b"x",
             b"block",
             b"1h",
+            b"Delay",
+            b"250ms",
         ];
         let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
         assert_eq!(o.block, Some(3_600_000_000));
+        assert_eq!(o.delay, Some(250_000));
+        assert_eq!(o.request(7).delay, Some(250_000));
         assert_eq!(o.cost, 5);
         assert!(o.peek && o.best_effort);
         assert_eq!(o.at, Some(1_000_000));
         assert_eq!(o.at_index, Some(3));
         assert_eq!(o.dedup, Some(DedupId::of(b"x")));
+    }
+
+    #[test]
+    fn delay_is_refused_on_algorithms_that_do_not_take_it() {
+        let with =
+            |items: &[&[u8]]| Options::parse(&mut Args::new(items), |_, _| Ok(false)).unwrap();
+        let o = with(&[b"DELAY", b"1s"]);
+        assert_eq!(o.check_delay([(Kind::Gcra, true)].into_iter()), Ok(()));
+        assert_eq!(
+            o.check_delay([(Kind::Gcra, true), (Kind::Sliding, false)].into_iter())
+                .unwrap_err()
+                .to_string(),
+            "ERR DELAY does not apply to SLIDING, only to GCRA, TOKENBUCKET and LEAKYBUCKET"
+        );
+        // Without DELAY nothing is refused.
+        assert_eq!(
+            with(&[]).check_delay([(Kind::Fixed, false)].into_iter()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -553,6 +608,12 @@ mod tests {
         assert_eq!(
             err(&[b"DEDUP", &[b'x'; 257]]),
             "ERR DEDUP id must be at most 256 bytes"
+        );
+        assert_eq!(err(&[b"DELAY"]), "ERR syntax error, DELAY needs a value");
+        assert_eq!(err(&[b"DELAY", b"0"]), "ERR invalid duration '0' for DELAY");
+        assert_eq!(
+            err(&[b"delay", b"1s", b"DELAY", b"2s"]),
+            "ERR syntax error, DELAY given more than once"
         );
         assert_eq!(err(&[b"BLOCK"]), "ERR syntax error, BLOCK needs a value");
         assert_eq!(err(&[b"BLOCK", b"0"]), "ERR invalid duration '0' for BLOCK");

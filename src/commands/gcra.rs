@@ -1,10 +1,10 @@
-//! RL.GCRA key burst rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
+//! RL.GCRA key burst rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 
 use crate::commands::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::{CoreError, MUST_FIT_DURATION};
-use crate::docs::{ArgType, CommandDoc, KEY, arg};
+use crate::docs::{ArgType, CommandDoc, DELAY, KEY, arg};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
@@ -17,6 +17,7 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"burst", ArgType::Integer),
         arg(c"rate", ArgType::Integer),
         arg(c"period", ArgType::String),
+        DELAY,
     ],
     shared_options: true,
 };

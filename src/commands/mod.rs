@@ -215,6 +215,10 @@ pub fn run<C: LimiterCommand>(
     stats: &'static CommandStats,
 ) -> Result<(), RlError> {
     let parsed = C::parse(bytes)?;
+    parsed.opts.check_delay(std::iter::once((
+        <C::Algo as Stored>::KIND,
+        <C::Algo as Algorithm>::DELAY,
+    )))?;
     let key_name = argv.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;

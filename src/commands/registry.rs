@@ -7,7 +7,7 @@ use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
 use crate::core::state::WiredState;
-use crate::docs::{ArgDoc, ArgType, CommandDoc, SHARED_OPTIONS};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, SHARED_OPTIONS};
 use crate::error::RlError;
 
 /// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
@@ -30,7 +30,8 @@ impl Limiter {
     }
 
     /// The command's own options (each a token and one value), not the shared ones a command
-    /// may list among its own arguments (RL.ACQUIRE's `COST`, `PEEK`, `AT`).
+    /// may list among its own arguments (RL.ACQUIRE's `COST`, `PEEK`, `AT`; `DELAY`, which
+    /// RL.ALL takes for the whole call).
     pub fn options(&self) -> impl Iterator<Item = &'static [u8]> {
         self.doc
             .args
@@ -40,6 +41,7 @@ impl Limiter {
             .filter(|t| {
                 !SHARED_OPTIONS
                     .iter()
+                    .chain([&DELAY])
                     .any(|s| s.token.map(|s| s.to_bytes()) == Some(*t))
             })
     }

@@ -176,7 +176,7 @@ impl<'a> Touched<'a> {
 /// # Errors
 /// [`RlError::WrongType`] if Redis refused a new value (it does not for a key opened for
 /// writing that is empty or holds our type).
-#[inline]
+#[inline(always)]
 pub fn finish(
     ctx: &Context,
     tail: Tail,

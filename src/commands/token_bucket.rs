@@ -1,10 +1,10 @@
-//! RL.TOKENBUCKET key capacity refill period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
+//! RL.TOKENBUCKET key capacity refill period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 
 use crate::commands::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
 use crate::core::token_bucket::TokenBucket;
-use crate::docs::{ArgType, CommandDoc, KEY, arg};
+use crate::docs::{ArgType, CommandDoc, DELAY, KEY, arg};
 use crate::error::RlError;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm.
@@ -17,6 +17,7 @@ const DOC: CommandDoc = CommandDoc {
         arg(c"capacity", ArgType::Integer),
         arg(c"refill", ArgType::Integer),
         arg(c"period", ArgType::String),
+        DELAY,
     ],
     shared_options: true,
 };

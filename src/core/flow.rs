@@ -6,7 +6,8 @@
 //!   backwards for one key), a blocked key denies every call without charging it, and a
 //!   remembered `DEDUP` id is not charged again. The result is a [`Judged`].
 //! - [`settle`] carries out what was decided on it ([`Settle`]): charge an amount ([`commit`]),
-//!   place a `BLOCK d` ([`place_block`]), or nothing. A write records the key's update
+//!   or reserve it for a later time (`DELAY`: [`reserve`], [`commit_reserved`]), place a
+//!   `BLOCK d` ([`place_block`]), or nothing. A write records the key's update
 //!   ([`LimiterState::touch`]), its `DEDUP` id, and returns the key's new expiry
 //!   ([`LimiterState::expiry`]).
 //!
@@ -87,6 +88,8 @@ pub struct Judged {
     pub blocked: Option<Micros>,
     /// The grant remembered for the call's `DEDUP` id (never on a blocked key).
     pub remembered: Option<u64>,
+    /// `DELAY`: the later time the verdict's grant is a reservation of ([`reserve`]).
+    pub reserved: Option<Micros>,
 }
 
 /// What a call does to one key, once judged ([`settle`]).
@@ -96,6 +99,9 @@ pub enum Settle {
     Keep,
     /// Charge this many units (and remember the call's `DEDUP` id).
     Charge(u64),
+    /// `DELAY`: charge this many units as a reservation of this later time (and remember the
+    /// call's `DEDUP` id).
+    Reserve(u64, Micros),
     /// `BLOCK d` on a denied call: block the key until this time.
     Block(Micros),
 }
@@ -118,7 +124,10 @@ impl Judged {
         if self.blocked.is_some() || self.remembered.is_some() {
             Settle::Keep
         } else if granted > 0 {
-            Settle::Charge(granted)
+            match self.reserved {
+                None => Settle::Charge(granted),
+                Some(at) => Settle::Reserve(granted, at),
+            }
         } else {
             self.blocks(req).map_or(Settle::Keep, Settle::Block)
         }
@@ -146,7 +155,7 @@ impl Judged {
     /// a `PEEK` changing nothing.
     pub fn decide(&self, req: &Request) -> Settle {
         match self.settles(req, self.verdict.granted) {
-            Settle::Charge(_) if req.peek => Settle::Keep,
+            Settle::Charge(_) | Settle::Reserve(..) if req.peek => Settle::Keep,
             action => action,
         }
     }
@@ -178,6 +187,7 @@ pub fn judge<A: Stored>(
             verdict,
             blocked: None,
             remembered: None,
+            reserved: None,
         }),
         Some(granted) => judge_remembered(algo, params, now, cost, granted),
     }
@@ -200,6 +210,7 @@ fn judge_blocked<A: Stored>(
         verdict: blocked(asked, current, cost, until, now),
         blocked: Some(until),
         remembered: None,
+        reserved: None,
     })
 }
 
@@ -224,6 +235,7 @@ fn judge_remembered<A: Stored>(
         },
         blocked: None,
         remembered: Some(granted),
+        reserved: None,
     })
 }
 
@@ -256,6 +268,7 @@ pub fn evaluate<A: Algorithm>(
 /// # Errors
 /// As [`commit`] and [`place_block`]: only if `action` was not decided on this key's
 /// [`judge`]; nothing is changed then.
+#[inline]
 pub fn settle<A: Stored>(
     slot: &mut Slot<'_>,
     params: &A::Params,
@@ -268,6 +281,9 @@ pub fn settle<A: Stored>(
         Settle::Keep => Ok(None),
         Settle::Charge(granted) => {
             commit::<A>(slot, params, now, granted, dedup, dedup_max).map(Some)
+        }
+        Settle::Reserve(granted, at) => {
+            commit_reserved::<A>(slot, params, now, at, granted, dedup, dedup_max).map(Some)
         }
         Settle::Block(until) => place_block::<A>(slot, params, now, until).map(Some),
     }
@@ -287,6 +303,10 @@ pub fn can_charge<A: Stored>(
 ) -> Result<(), CoreError> {
     if j.verdict.granted == amount && j.blocked.is_none() && j.remembered.is_none() {
         return Ok(());
+    }
+    if j.reserved.is_some() {
+        // A reservation is of the key's full cost, which `reserve` checked.
+        return Err(CoreError::Overflow);
     }
     let charge = judge::<A>(state, params, j.now, amount, false, None)?;
     if charge.verdict.granted == amount {
@@ -313,13 +333,121 @@ pub fn commit<A: Stored>(
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
+    Ok(record::<A>(state, params, now, granted, dedup, dedup_max))
+}
+
+/// `DELAY`: [`commit`] `granted` units reserved at `now` for the later time `at`
+/// ([`Algorithm::commit_reserved`]). The key's clock is `now`: its last update is the call's,
+/// not the reservation's.
+///
+/// # Errors
+/// As [`commit`]: only if the reservation was not judged on this key ([`reserve`]).
+#[cold]
+#[inline(never)]
+pub fn commit_reserved<A: Stored>(
+    slot: &mut Slot<'_>,
+    params: &A::Params,
+    now: Micros,
+    at: Micros,
+    granted: u64,
+    dedup: Option<DedupId>,
+    dedup_max: usize,
+) -> Result<Micros, CoreError> {
+    let state = slot_state::<A>(slot, params, now);
+    let algo = algo_mut::<A>(state, params)?;
+    algo.commit_reserved(params, now, at, granted)?;
+    Ok(record::<A>(state, params, now, granted, dedup, dedup_max))
+}
+
+/// Record a grant of `granted` units at `now` on the key: its update, and the `DEDUP` id.
+/// Returns the key's new expiry.
+#[inline(always)]
+fn record<A: Stored>(
+    state: &mut LimiterState,
+    params: &A::Params,
+    now: Micros,
+    granted: u64,
+    dedup: Option<DedupId>,
+    dedup_max: usize,
+) -> Micros {
     state.touch(now);
     let until = A::dedup_until(params, now);
     // An id remembered until a time already passed is not remembered.
     if let Some(id) = dedup.filter(|_| until > now) {
         state.extras.remember(id, granted, until, dedup_max);
     }
-    Ok(state.expiry(now))
+    state.expiry(now)
+}
+
+/// `DELAY`: the first time (at or after [`Judged::now`]) the key grants its full cost, if
+/// ever: `j.now` when it does now; `None` when no reservation can be made (a blocked key, a
+/// remembered id, a cost above the limit, an algorithm without `DELAY`). Never changes
+/// anything.
+///
+/// # Errors
+/// As [`evaluate`].
+pub fn allowed_at<A: Stored>(
+    state: Option<&LimiterState>,
+    params: &A::Params,
+    j: &Judged,
+) -> Result<Option<Micros>, CoreError> {
+    if !A::DELAY || j.blocked.is_some() || j.remembered.is_some() {
+        return Ok(None);
+    }
+    if j.verdict.granted == j.cost {
+        return Ok(Some(j.now));
+    }
+    // The wait for the full cost from the state as it is (a BESTEFFORT verdict's retry counts
+    // the units it granted).
+    let (algo, _) = read::<A>(state, j.now)?;
+    let full = evaluate(algo, params, j.now, j.cost, false)?;
+    Ok(match full.retry {
+        Retry::After(wait) if full.granted == 0 => Some(j.now.saturating_add(wait)),
+        _ => None,
+    })
+}
+
+/// `DELAY`: the key judged `j` granting its full cost now as a reservation of the later time
+/// `at`, a time it grants it at ([`allowed_at`]); `j` itself when `at` is not later than
+/// `j.now` (the key grants now). Never changes anything.
+///
+/// # Errors
+/// As [`Algorithm::reserve`].
+pub fn reserve<A: Stored>(
+    state: Option<&LimiterState>,
+    params: &A::Params,
+    j: Judged,
+    at: Micros,
+) -> Result<Judged, CoreError> {
+    if at <= j.now {
+        return Ok(j);
+    }
+    let (algo, _) = read::<A>(state, j.now)?;
+    let verdict = match algo {
+        Some(a) => a.reserve(params, j.now, at, j.cost)?,
+        None => A::fresh(params).reserve(params, j.now, at, j.cost)?,
+    };
+    Ok(Judged {
+        verdict,
+        reserved: Some(at),
+        ..j
+    })
+}
+
+/// `DELAY d` on a single key judged `j`: reserved for the time its full cost is allowed when
+/// that is within `d`, else `j` as it is (with `BESTEFFORT`, what is available now).
+#[cold]
+#[inline(never)]
+fn delayed<A: Stored>(
+    state: Option<&LimiterState>,
+    params: &A::Params,
+    j: Judged,
+    d: Micros,
+) -> Result<Judged, CoreError> {
+    match allowed_at::<A>(state, params, &j)? {
+        Some(at) if at.saturating_sub(j.now) <= d => reserve::<A>(state, params, j, at),
+        _ => Ok(j),
+    }
 }
 
 /// The key's value, created (a fresh limiter of `params`) if it is missing.
@@ -416,7 +544,7 @@ pub fn apply<A: Stored>(
     req: &Request,
     dedup_max: usize,
 ) -> Result<Outcome, CoreError> {
-    let j = judge::<A>(
+    let mut j = judge::<A>(
         existing.as_deref(),
         params,
         req.now,
@@ -424,6 +552,9 @@ pub fn apply<A: Stored>(
         req.best_effort,
         req.dedup,
     )?;
+    if let Some(d) = req.delay {
+        j = delayed::<A>(existing.as_deref(), params, j, d)?;
+    }
     let action = j.decide(req);
     // The reply on the key once `BLOCK d` blocked it, judged before the block is placed: a call
     // that cannot be answered changes nothing.
@@ -432,7 +563,7 @@ pub fn apply<A: Stored>(
             let (algo, _) = read::<A>(existing.as_deref(), req.now)?;
             judge_blocked(algo, params, j.now, req.cost, until)?.verdict
         }
-        Settle::Keep | Settle::Charge(_) => j.verdict,
+        Settle::Keep | Settle::Charge(_) | Settle::Reserve(..) => j.verdict,
     };
     let mut slot = match existing {
         Some(s) => Slot::Existing(s),

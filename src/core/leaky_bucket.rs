@@ -58,6 +58,35 @@ impl Algorithm for LeakyBucket {
         self.0.commit(params, now, granted, Carry::Backlog)
     }
 
+    const DELAY: bool = true;
+
+    /// A reserved request's retry is its queue delay from `now`: the wait until it is allowed
+    /// plus its queue delay then.
+    fn reserve(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        cost: u64,
+    ) -> Result<Verdict, CoreError> {
+        let e = self.0.reserve(params, now, at, cost, Carry::Backlog)?;
+        Ok(Verdict {
+            retry: Retry::After(e.queue_delay),
+            ..e.verdict
+        })
+    }
+
+    fn commit_reserved(
+        &mut self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        granted: u64,
+    ) -> Result<(), CoreError> {
+        self.0
+            .commit_reserved(params, now, at, granted, Carry::Backlog)
+    }
+
     fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
         self.0.refund(now, units)
     }

@@ -25,6 +25,9 @@ pub struct Request {
     pub now: Micros,
     /// `BLOCK d`: when the call is denied, block the key for `d` µs from `now`.
     pub block: Option<Micros>,
+    /// `DELAY d`: a call that would be denied but is allowed within `d` µs is granted now as a
+    /// reservation of that moment (algorithms with [`Algorithm::DELAY`]).
+    pub delay: Option<Micros>,
 }
 
 impl Request {
@@ -37,6 +40,7 @@ impl Request {
             dedup: None,
             now,
             block: None,
+            delay: None,
         }
     }
 }
@@ -137,6 +141,47 @@ pub trait Algorithm: Sized + Clone {
     /// [`CoreError::Overflow`] only if that contract is broken.
     fn commit(&mut self, params: &Self::Params, now: Micros, granted: u64)
     -> Result<(), CoreError>;
+
+    /// Whether `DELAY d` applies: a request allowed later may be granted now as a reservation
+    /// of that moment ([`Self::reserve`], [`Self::commit_reserved`]). The schedule algorithms
+    /// (GCRA, token and leaky bucket) say so.
+    const DELAY: bool = false;
+
+    /// `DELAY`: the verdict of `cost` units granted at `now` as a reservation of the later time
+    /// `at`, a time at which `evaluate` grants them: charged as the algorithm charges them at
+    /// `at` (the state converted to `params` at `now`, as for any call), seen from `now`
+    /// (`remaining`, `reset_after`), its retry the wait before acting on them. Only called
+    /// when [`Self::DELAY`].
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the units do not fit at `at` or the algorithm has no
+    /// `DELAY`; [`CoreError::StateTooLong`] when the charged state would be fresh again more
+    /// than [`MAX_SPAN`](crate::core::time::MAX_SPAN) after `now`.
+    fn reserve(
+        &self,
+        _params: &Self::Params,
+        _now: Micros,
+        _at: Micros,
+        _cost: u64,
+    ) -> Result<Verdict, CoreError> {
+        Err(CoreError::Overflow)
+    }
+
+    /// Charge `granted` units reserved for `at` by [`Self::reserve`] at `now`, adopting
+    /// `params`. Never fails, and changes nothing, when `reserve` at the same times and
+    /// `params` succeeded.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] only if that contract is broken.
+    fn commit_reserved(
+        &mut self,
+        _params: &Self::Params,
+        _now: Micros,
+        _at: Micros,
+        _granted: u64,
+    ) -> Result<(), CoreError> {
+        Err(CoreError::Overflow)
+    }
 
     /// Whether `RL.REFUND` gives units back to this algorithm (then `refund` must be written:
     /// `registry_is_complete`, in `commands::registry`, fails for an algorithm whose refund

@@ -39,6 +39,8 @@ pub mod codec;
 pub mod concurrency;
 pub mod decimal;
 pub mod dedup;
+#[cfg(test)]
+mod delay_tests;
 pub mod error;
 pub mod extras;
 pub mod fixed_window;

@@ -68,6 +68,30 @@ impl AnyParams {
         dispatch!(&self.0, spec => judge_like(spec, state, now, cost, best_effort, dedup))
     }
 
+    /// Whether the algorithm takes `DELAY` ([`crate::core::limiter::Algorithm::DELAY`]).
+    pub fn delays(&self) -> bool {
+        dispatch!(&self.0, spec => delays_like(spec))
+    }
+
+    /// [`flow::allowed_at`] on the key.
+    fn allowed_at(
+        &self,
+        state: Option<&LimiterState>,
+        j: &Judged,
+    ) -> Result<Option<Micros>, CoreError> {
+        dispatch!(&self.0, spec => allowed_at_like(spec, state, j))
+    }
+
+    /// [`flow::reserve`] on the key.
+    fn reserve(
+        &self,
+        state: Option<&LimiterState>,
+        j: Judged,
+        at: Micros,
+    ) -> Result<Judged, CoreError> {
+        dispatch!(&self.0, spec => reserve_like(spec, state, j, at))
+    }
+
     /// [`flow::can_charge`] on the key.
     fn can_charge(
         &self,
@@ -132,6 +156,30 @@ fn judge_like<A: Stored>(
 /// [`crate::core::limiter::Algorithm::window`] for `spec`'s algorithm.
 fn window_like<A: Stored>(spec: &A) -> Micros {
     A::window(spec.params())
+}
+
+/// [`AnyParams::delays`] for `spec`'s algorithm.
+fn delays_like<A: Stored>(_spec: &A) -> bool {
+    A::DELAY
+}
+
+/// [`flow::allowed_at`] for `spec`'s algorithm.
+fn allowed_at_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    j: &Judged,
+) -> Result<Option<Micros>, CoreError> {
+    flow::allowed_at::<A>(state, spec.params(), j)
+}
+
+/// [`flow::reserve`] for `spec`'s algorithm.
+fn reserve_like<A: Stored>(
+    spec: &A,
+    state: Option<&LimiterState>,
+    j: Judged,
+    at: Micros,
+) -> Result<Judged, CoreError> {
+    flow::reserve::<A>(state, spec.params(), j, at)
 }
 
 /// [`flow::can_charge`] for `spec`'s algorithm.
@@ -319,6 +367,39 @@ fn judge_all(
     Ok(judged.into_iter().collect::<Result<_, _>>()?)
 }
 
+/// `DELAY d` on RL.ALL: when the call is not granted in full now but every key grants its full
+/// cost by a time `at` within `d` of each key's evaluation time (`at` the latest of the times
+/// each key allows it: the moment the whole request is allowed), every key is judged as
+/// granting it now as a reservation of `at`. Otherwise `judged` is left as it is.
+fn delay_all(
+    slots: &[Slot<'_>],
+    specs: &[AnyParams],
+    judged: &mut [Judged],
+    d: Micros,
+) -> Result<(), CoreError> {
+    if judged.iter().all(|j| j.verdict.granted == j.cost) {
+        return Ok(());
+    }
+    let mut at = 0;
+    for ((slot, spec), j) in slots.iter().zip(specs).zip(judged.iter()) {
+        match spec.allowed_at(slot.state(), j)? {
+            Some(t) => at = at.max(t),
+            None => return Ok(()),
+        }
+    }
+    if judged.iter().any(|j| at.saturating_sub(j.now) > d) {
+        return Ok(());
+    }
+    let reserved = slots
+        .iter()
+        .zip(specs)
+        .zip(judged.iter())
+        .map(|((slot, spec), j)| spec.reserve(slot.state(), *j, at))
+        .collect::<Result<Vec<_>, _>>()?;
+    judged.copy_from_slice(&reserved);
+    Ok(())
+}
+
 /// Run `req` against every limiter: `slots[i]` is the value of key `i`, `specs[i]` its
 /// parameters, each asked the call's cost. Slots of missing keys must be `Slot::New(None)`; a
 /// granted call fills them. As [`apply_charged`] with every charge the call's cost.
@@ -360,7 +441,10 @@ pub fn apply_charged(
     if req.best_effort && charges.iter().any(|&c| c != req.cost) {
         return Err(CoreError::Refused(BESTEFFORT_CHARGES).into());
     }
-    let judged = judge_all(slots, specs, charges, req)?;
+    let mut judged = judge_all(slots, specs, charges, req)?;
+    if let Some(d) = req.delay {
+        delay_all(slots, specs, &mut judged, d)?;
+    }
     let reasons: Vec<Reason> = judged.iter().map(Judged::reason).collect();
     let (reason, denied_by) = Reason::of_call(reasons.iter().copied());
     let detail = |verdicts: Vec<Verdict>, granted: &[u64]| -> Vec<LimiterDetail> {

@@ -234,6 +234,7 @@ pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
             dedup: None,
             now,
             block: None,
+            delay: None,
         };
         let out = key.call::<A>(p, &req);
         let v = out.verdict;

@@ -50,6 +50,30 @@ impl Algorithm for TokenBucket {
         self.0.commit(params, now, granted, Carry::Free)
     }
 
+    const DELAY: bool = true;
+
+    fn reserve(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        cost: u64,
+    ) -> Result<Verdict, CoreError> {
+        let e = self.0.reserve(params, now, at, cost, Carry::Free)?;
+        Ok(e.verdict)
+    }
+
+    fn commit_reserved(
+        &mut self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        granted: u64,
+    ) -> Result<(), CoreError> {
+        self.0
+            .commit_reserved(params, now, at, granted, Carry::Free)
+    }
+
     fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
         self.0.refund(now, units)
     }

@@ -20,7 +20,7 @@
 //! exact on every tick grid, a raised limit still never denies more than before.
 
 use crate::core::error::CoreError;
-use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::limiter::{self, Algorithm, Retry, Verdict};
 use crate::core::param::{check_count, check_duration};
 use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
@@ -298,6 +298,67 @@ impl Schedule {
         Ok(())
     }
 
+    /// `DELAY`: `cost` units granted at `now` as a reservation of the later time `at` (when
+    /// they are allowed), the state converted to `params` at `now`: charged as at `at`
+    /// (`TAT = max(TAT, at) + cost·T`), seen from `now`, the retry the wait `at − now` and the
+    /// queue delay `max(TAT, at) − now`.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the units do not fit at `at`; [`CoreError::StateTooLong`]
+    /// when the charged schedule would be fresh again more than [`MAX_SPAN`] after `now`.
+    pub fn reserve(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        cost: u64,
+        carry: Carry,
+    ) -> Result<Evaluation, CoreError> {
+        let rate = params.rate;
+        let now_t = wide_mul(now, rate);
+        let at_t = wide_mul(at, rate);
+        let base = self.tat_under(params, now, carry)?.max(at_t);
+        let window = wide_mul(params.burst, params.period);
+        let after = overflow(base.checked_add(wide_mul(cost, params.period)))?;
+        // Allowed at `at`: the request ends at most a window after it.
+        if after > overflow(at_t.checked_add(window))? {
+            return Err(CoreError::Overflow);
+        }
+        let free = overflow(now_t.checked_add(window))?.saturating_sub(after);
+        let remaining = overflow(div_floor(free, params.period))?;
+        Ok(Evaluation {
+            verdict: Verdict {
+                granted: cost,
+                limit: params.burst,
+                remaining: u64::try_from(remaining).unwrap_or(u64::MAX),
+                retry: Retry::After(at.saturating_sub(now)),
+                reset_after: span_us(after.saturating_sub(now_t), rate)?,
+            },
+            queue_delay: span_us(base.saturating_sub(now_t), rate)?,
+        })
+    }
+
+    /// Charge `granted` units reserved at `now` for `at` ([`Schedule::reserve`]), adopting
+    /// `params` (converted at `now` as `carry` says).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] as `reserve`.
+    pub fn commit_reserved(
+        &mut self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        granted: u64,
+        carry: Carry,
+    ) -> Result<(), CoreError> {
+        let at_t = wide_mul(at, params.rate);
+        let base = self.tat_under(params, now, carry)?.max(at_t);
+        let tat = overflow(base.checked_add(wide_mul(granted, params.period)))?;
+        self.params = *params;
+        self.set_tat(tat);
+        Ok(())
+    }
+
     /// RL.REFUND: `TAT = max(TAT − units·T, now)` under the stored parameters. Returns the units
     /// given back: by how much `remaining` rises (`ceil(backlog / T)` at most).
     ///
@@ -408,6 +469,30 @@ impl Algorithm for Gcra {
 
     fn commit(&mut self, params: &GcraParams, now: Micros, granted: u64) -> Result<(), CoreError> {
         self.0.commit(params, now, granted, Carry::Backlog)
+    }
+
+    const DELAY: bool = true;
+
+    fn reserve(
+        &self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        cost: u64,
+    ) -> Result<Verdict, CoreError> {
+        let e = self.0.reserve(params, now, at, cost, Carry::Backlog)?;
+        Ok(e.verdict)
+    }
+
+    fn commit_reserved(
+        &mut self,
+        params: &GcraParams,
+        now: Micros,
+        at: Micros,
+        granted: u64,
+    ) -> Result<(), CoreError> {
+        self.0
+            .commit_reserved(params, now, at, granted, Carry::Backlog)
     }
 
     fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {

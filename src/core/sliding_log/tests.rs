@@ -689,6 +689,7 @@ proptest! {
                 dedup: None,
                 now: t,
                 block: None,
+                delay: None,
             };
             let out = flow::apply::<SlidingLog>(state.as_mut(), &p, &req, 1000).unwrap();
             let now = t.max(last_update);
