@@ -33,6 +33,7 @@
 //! - `codec` (its bytes), `packed` (a key's value in memory, the schedules' inline),
 //!   `flow` (the per-key rules), `multi` (RL.ALL).
 
+pub mod calendar;
 #[cfg(test)]
 mod caps_tests;
 pub mod codec;
