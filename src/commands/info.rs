@@ -3,6 +3,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::decision_fields;
+use crate::core::limiter::InfoValue;
 use crate::core::time::ceil_ms;
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
@@ -40,6 +41,15 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     ));
     for (param, value) in state.describe() {
         fields.push((param, int(value)));
+    }
+    for (name, value) in state.describe_more(now) {
+        fields.push((
+            name,
+            match value {
+                InfoValue::Int(v) => RedisValue::Integer(v),
+                InfoValue::Text(t) => RedisValue::BulkString(t),
+            },
+        ));
     }
     if let Some(decision) = decision {
         // No name twice (a RESP3 map key must be unique): a parameter named like a reply field

@@ -295,8 +295,8 @@ pub fn commit<A: Stored>(
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
+    let until = algo.remember_until(params, now);
     state.touch(now);
-    let until = A::dedup_until(params, now);
     // An id remembered until a time already passed is not remembered.
     if let Some(id) = dedup.filter(|_| until > now) {
         state.extras.remember(id, granted, until, dedup_max);
