@@ -131,6 +131,7 @@ table() {
   count "RL.TOKENBUCKET" "" -- RL.TOKENBUCKET "$K" 10000000 1 1m
   count "RL.LEAKYBUCKET" "" -- RL.LEAKYBUCKET "$K" 10000000 1 1m
   count "RL.FIXED" "" -- RL.FIXED "$K" 10000000 1m
+  count "RL.FIXED month TZ Europe/Paris" "" -- RL.FIXED "$K" 10000000 month TZ Europe/Paris
   count "RL.SLIDINGCOUNTER" "" -- RL.SLIDINGCOUNTER "$K" 10000000 1m
   count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h

@@ -88,7 +88,7 @@ const OFFSET_BASE: u16 = 0x8000;
 /// Minutes of the largest fixed offset accepted (±23:59).
 const MAX_OFFSET_MIN: i32 = 23 * 60 + 59;
 
-/// A time zone: an index into [`zone_names`], or a fixed offset in minutes
+/// A time zone: an index into the bundled database's names (`zone_names`), or a fixed offset in minutes
 /// (`OFFSET_BASE + MAX_OFFSET_MIN + minutes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZoneId(u16);

@@ -33,7 +33,7 @@ use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
 /// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs; or
-/// per calendar window (`window` is [`CALENDAR`] with the [`Calendar::word`], and `offset` the
+/// per calendar window (`window` is `CALENDAR` with the [`Calendar::word`], and `offset` the
 /// length of the state's current window, 0 in a command's parameters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedParams {
@@ -353,7 +353,7 @@ impl Algorithm for Fixed {
     }
 
     /// A count is at most a limit, and its window ends at most a window after a call; a
-    /// calendar window lasts at most [`MAX_CALENDAR_LEN`].
+    /// calendar window lasts at most `MAX_CALENDAR_LEN`.
     fn valid_at(&self, last_update: Micros) -> bool {
         self.count <= MAX_PARAM
             && self.end <= last_update.saturating_add(MAX_SPAN)
