@@ -11,6 +11,7 @@
 //! A local start time that does not exist (a DST gap) resolves to the first instant after the
 //! gap; one that exists twice (a fold) to the first of the two.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -176,16 +177,19 @@ impl ZoneId {
     }
 
     /// The zone's name: its IANA name as the database spells it, or `+HH:MM`.
-    pub fn name(self) -> String {
+    pub fn name(self) -> Cow<'static, str> {
         match self.offset_minutes() {
             Some(m) => {
                 let sign = if m < 0 { '-' } else { '+' };
                 let m = m.unsigned_abs();
-                format!("{sign}{:02}:{:02}", m / 60, m % 60)
+                Cow::Owned(format!("{sign}{:02}:{:02}", m / 60, m % 60))
             }
-            None => zone_names()
-                .get(usize::from(self.0))
-                .map_or_else(|| "UTC".to_string(), |n| (*n).to_string()),
+            None => Cow::Borrowed(
+                zone_names()
+                    .get(usize::from(self.0))
+                    .copied()
+                    .unwrap_or("UTC"),
+            ),
         }
     }
 

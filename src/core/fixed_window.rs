@@ -302,7 +302,7 @@ impl Algorithm for Fixed {
         let text = |s: &str| InfoValue::Text(s.to_string());
         let mut fields = vec![
             ("window", text(calendar.unit().name())),
-            ("tz", InfoValue::Text(calendar.zone().name())),
+            ("tz", InfoValue::Text(calendar.zone().name().into_owned())),
         ];
         if calendar.unit() != Unit::Day {
             fields.push(("anchor", InfoValue::Text(calendar.anchor())));
