@@ -184,6 +184,39 @@ mod tests {
     }
 
     #[test]
+    fn fixed_parses_calendar_windows() {
+        let zone = |z: &[u8]| ZoneId::parse(z).unwrap();
+        #[rustfmt::skip]
+        let cases: &[(&[&str], Unit, u8, u8, u32, &[u8])] = &[
+            // arguments                                                  unit           month day tod         zone
+            (&["month"],                                                  Unit::Month,   1,    1,  0,          b"UTC"),
+            (&["MONTH", "tz", "europe/paris", "anchor", "31"],            Unit::Month,   1,    31, 0,          b"Europe/Paris"),
+            (&["week", "ANCHOR", "Sun", "TZ", "America/New_York"],        Unit::Week,    1,    7,  0,          b"America/New_York"),
+            (&["week", "ANCHOR", "wednesday"],                            Unit::Week,    1,    3,  0,          b"UTC"),
+            (&["day", "OFFSET", "9h", "TZ", "+05:30"],                    Unit::Day,     1,    1,  32_400_000, b"+05:30"),
+            (&["quarter", "ANCHOR", "02-10"],                             Unit::Quarter, 2,    10, 0,          b"UTC"),
+            (&["year", "ANCHOR", "4-15", "OFFSET", "90m"],                Unit::Year,    4,    15, 5_400_000,  b"UTC"),
+            (&["year", "ANCHOR", "15"],                                   Unit::Year,    1,    15, 0,          b"UTC"),
+        ];
+        for (extra, unit, month, day, tod, z) in cases {
+            let mut items = vec!["rl.fixed", "k", "10"];
+            items.extend_from_slice(extra);
+            let want = Calendar::new(*unit, *month, *day, *tod, zone(z)).unwrap();
+            let p = parse(&items).unwrap();
+            assert_eq!(p.params.calendar_of(), Some(want), "{extra:?}");
+            assert_eq!(p.params, FixedParams::calendar(10, want).unwrap());
+        }
+        // Epoch windows are unchanged.
+        assert_eq!(
+            parse(&["rl.fixed", "k", "10", "1d"])
+                .unwrap()
+                .params
+                .calendar_of(),
+            None
+        );
+    }
+
+    #[test]
     fn fixed_parse_errors_name_the_argument() {
         #[rustfmt::skip]
         let cases: &[(&[&str], &str)] = &[
