@@ -301,7 +301,8 @@ fn month_payload(start: u64, end: u64, count: u64, last: u64) -> Vec<u8> {
         out.push(v as u8);
     }
     let mut out = vec![1, 4];
-    for v in [last, 3, 0, 3, 1, 15, 0, 12] {
+    // limit 3, window 0 (a calendar), month (3) | January (1 << 3) | the 15th (15 << 7), zone.
+    for v in [last, 3, 0, 3 | 1 << 3 | 15 << 7, 12] {
         put(&mut out, v);
     }
     out.extend_from_slice(b"Europe/Paris");

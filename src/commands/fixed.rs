@@ -183,11 +183,14 @@ mod tests {
         assert_eq!(p.params.offset(), 900_000_000);
     }
 
+    /// Arguments after the limit; the calendar's unit, month, day, time of day (ms) and zone.
+    type Case = (&'static [&'static str], Unit, u8, u8, u32, &'static [u8]);
+
     #[test]
     fn fixed_parses_calendar_windows() {
         let zone = |z: &[u8]| ZoneId::parse(z).unwrap();
         #[rustfmt::skip]
-        let cases: &[(&[&str], Unit, u8, u8, u32, &[u8])] = &[
+        let cases: &[Case] = &[
             // arguments                                                  unit           month day tod         zone
             (&["month"],                                                  Unit::Month,   1,    1,  0,          b"UTC"),
             (&["MONTH", "tz", "europe/paris", "anchor", "31"],            Unit::Month,   1,    31, 0,          b"Europe/Paris"),

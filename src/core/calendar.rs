@@ -307,6 +307,25 @@ impl Calendar {
             | u64::from(self.zone.0) << ZONE_SHIFT
     }
 
+    /// The word's unit, month, day and time of day without its zone (the codec writes the zone
+    /// by name), from a [`Self::word`].
+    pub fn spec_of_word(w: u64) -> u64 {
+        w & ((1u64 << ZONE_SHIFT) - 1)
+    }
+
+    /// The zone's name from a [`Self::word`] (`UTC` if the word names none).
+    pub fn zone_name_of_word(w: u64) -> Cow<'static, str> {
+        ZoneId(u16::try_from(w >> ZONE_SHIFT).unwrap_or(0)).name()
+    }
+
+    /// The calendar of a [`Self::spec_of_word`] and a zone, if valid.
+    pub fn from_spec(spec: u64, zone: ZoneId) -> Option<Calendar> {
+        if spec >> ZONE_SHIFT != 0 {
+            return None;
+        }
+        Calendar::from_word(spec | u64::from(zone.0) << ZONE_SHIFT)
+    }
+
     /// The inverse of [`Self::word`].
     pub fn from_word(w: u64) -> Option<Calendar> {
         let bits =

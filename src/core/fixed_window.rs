@@ -22,8 +22,10 @@
 //! `offset` word), so a replica, an RDB or AOF load, or a build with newer time-zone data keeps
 //! the boundaries the master computed; the time zone is only consulted again once the stored
 //! window has ended. Their parameters take the `window` word (its top bit set, which no epoch
-//! window length has); the codec writes them after a `window` of 0, which no epoch window has,
-//! so epoch windows encode exactly as before.
+//! window length has). The codec writes them after a `window` of 0, which no epoch window has,
+//! so epoch windows encode exactly as before: `limit`, 0, the calendar's unit, month, day and
+//! time of day as one varint (`Calendar::spec_of_word`), the zone's name (length, ASCII bytes),
+//! then the window's length, end and count.
 
 use crate::core::calendar::{Calendar, TZDB_VERSION, Unit, ZoneId};
 use crate::core::error::CoreError;
@@ -318,13 +320,12 @@ impl Algorithm for Fixed {
 
     fn encode(&self, out: &mut Vec<u8>) {
         varint::put_u64(out, self.params.limit);
-        if let Some(calendar) = self.params.calendar_of() {
+        if self.params.is_calendar() {
+            // The word's fields as one varint, then the zone by name (ids are this build's).
+            let word = self.params.window & !CALENDAR;
             varint::put_u64(out, 0);
-            varint::put_u64(out, calendar.unit() as u64);
-            varint::put_u64(out, u64::from(calendar.month()));
-            varint::put_u64(out, u64::from(calendar.day()));
-            varint::put_u64(out, u64::from(calendar.tod_ms()));
-            let zone = calendar.zone().name();
+            varint::put_u64(out, Calendar::spec_of_word(word));
+            let zone = Calendar::zone_name_of_word(word);
             varint::put_u64(out, zone.len() as u64);
             out.extend_from_slice(zone.as_bytes());
         } else {
@@ -364,16 +365,13 @@ impl Algorithm for Fixed {
 
 /// Decode a calendar window's state (after its `limit` and the `window` of 0).
 fn decode_calendar(limit: u64, input: &mut Reader<'_>) -> Option<Fixed> {
-    let unit = Unit::from_tag(input.u64()?)?;
-    let month = u8::try_from(input.u64()?).ok()?;
-    let day = u8::try_from(input.u64()?).ok()?;
-    let tod_ms = u32::try_from(input.u64()?).ok()?;
+    let spec = input.u64()?;
     let len = usize::try_from(input.u64()?).ok()?;
     if len > 64 {
         return None;
     }
     let zone = ZoneId::parse(input.bytes(len)?)?;
-    let calendar = Calendar::new(unit, month, day, tod_ms, zone)?;
+    let calendar = Calendar::from_spec(spec, zone)?;
     let mut params = FixedParams::calendar(limit, calendar).ok()?;
     params.offset = input.u64()?;
     let end = input.u64()?;
