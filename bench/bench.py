@@ -287,6 +287,9 @@ def catalogue():
                  lua_ref="lua.tokenbucket"))
     C.append(Cmd("rl.fixed", "RL.FIXED", "module", lambda k: ["RL.FIXED", k, BIG, "1m"],
                  group="fixed", lua_ref="lua.fixed"))
+    C.append(Cmd("rl.fixed.month", "RL.FIXED month TZ Europe/Paris", "module",
+                 lambda k: ["RL.FIXED", k, BIG, "month", "TZ", "Europe/Paris"], group="fixed",
+                 lua_ref="lua.fixed", info_name="rl.fixed"))
     C.append(Cmd("rl.slidingcounter", "RL.SLIDINGCOUNTER", "module",
                  lambda k: ["RL.SLIDINGCOUNTER", k, BIG, "1m"], group="fixed", lua_ref="lua.fixed"))
     C.append(Cmd("rl.sliding", "RL.SLIDING", "module", lambda k: ["RL.SLIDING", k, BIG, lw],

@@ -65,6 +65,10 @@ pub enum RlError {
     StreamKey(&'static str),
     /// An `RL._RESTORE` payload that does not decode.
     Payload,
+    /// `TZ` names no zone of the bundled database and no `+HH:MM` offset (quoted, escaped).
+    UnknownZone(String),
+    /// An `ANCHOR` the calendar unit does not take (quoted, escaped), and the unit.
+    InvalidAnchor(String, &'static str),
     /// RL.ALL: a limiter name that is no algorithm.
     UnknownLimiter(String),
     /// RL.ALL: a limiter without all its positional arguments (its name).
@@ -132,6 +136,10 @@ impl fmt::Display for RlError {
             ),
             RlError::Payload => write!(f, "ERR invalid rate limiter payload"),
             RlError::UnknownLimiter(token) => write!(f, "ERR unknown limiter '{token}'"),
+            RlError::UnknownZone(token) => write!(f, "ERR unknown time zone '{token}'"),
+            RlError::InvalidAnchor(token, unit) => {
+                write!(f, "ERR invalid ANCHOR '{token}' for {unit}")
+            }
             RlError::LimiterArity(kind) => write!(
                 f,
                 "ERR syntax error, {} needs its positional arguments",

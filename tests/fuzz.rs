@@ -483,6 +483,57 @@ fn count(r: &mut Rng) -> Vec<u8> {
     }
 }
 
+/// RL.FIXED's window: a duration, or now and then a calendar unit.
+fn fixed_window(r: &mut Rng) -> Vec<u8> {
+    if r.one_in(3) {
+        let unit = r.pick(&["day", "week", "month", "quarter", "year"][..]);
+        spell(r, unit)
+    } else {
+        duration(r)
+    }
+}
+
+/// A `TZ` value: zones, fixed offsets, and near misses.
+fn zone(r: &mut Rng) -> Vec<u8> {
+    if r.odd() {
+        return text_token(r);
+    }
+    let z: &str = r.pick(
+        &[
+            "UTC",
+            "Europe/Paris",
+            "europe/PARIS",
+            "America/New_York",
+            "Asia/Kolkata",
+            "Australia/Lord_Howe",
+            "Pacific/Apia",
+            "+05:30",
+            "-09:30",
+            "+00:00",
+            "+23:59",
+            "+24:00",
+            "Mars/Olympus",
+            "Europe/",
+            "",
+        ][..],
+    );
+    z.as_bytes().to_vec()
+}
+
+/// An `ANCHOR` value: weekdays, days, month-days, and near misses.
+fn anchor(r: &mut Rng) -> Vec<u8> {
+    if r.odd() {
+        return text_token(r);
+    }
+    let a: &str = r.pick(
+        &[
+            "mon", "SUN", "friday", "1", "15", "28", "31", "32", "0", "02-29", "04-15", "12-31",
+            "13-01", "00-10", "1-1", "-",
+        ][..],
+    );
+    a.as_bytes().to_vec()
+}
+
 /// Options, each name followed by its value (which may be missing at the end).
 fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bool) {
     const SHARED: &[&str] = &[
@@ -525,6 +576,8 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
             "DEDUP" => dedup_id(r),
             "AT" => at_value(r),
             "PXAT" => at_value(r),
+            "TZ" => zone(r),
+            "ANCHOR" => anchor(r),
             _ => duration(r), // OFFSET, PRECISION
         };
         // A value left off at the end now and then.
@@ -602,8 +655,8 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             options(r, &mut v, &[], true);
         }
         "RL.FIXED" => {
-            v.extend([key(r, name), count(r), duration(r)]);
-            options(r, &mut v, &["OFFSET"], true);
+            v.extend([key(r, name), count(r), fixed_window(r)]);
+            options(r, &mut v, &["OFFSET", "TZ", "ANCHOR"], true);
         }
         "RL.SLIDING" => {
             v.extend([key(r, name), count(r), duration(r)]);
@@ -640,9 +693,15 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                     1 => v.extend([spell(r, "TOKENBUCKET"), count(r), count(r), duration(r)]),
                     2 => v.extend([spell(r, "LEAKYBUCKET"), count(r), count(r), duration(r)]),
                     3 => {
-                        v.extend([spell(r, "FIXED"), count(r), duration(r)]);
+                        v.extend([spell(r, "FIXED"), count(r), fixed_window(r)]);
                         if r.one_in(3) {
                             v.extend([spell(r, "OFFSET"), duration(r)]);
+                        }
+                        if r.one_in(3) {
+                            v.extend([spell(r, "TZ"), zone(r)]);
+                        }
+                        if r.one_in(4) {
+                            v.extend([spell(r, "ANCHOR"), anchor(r)]);
                         }
                     }
                     4 => {
@@ -771,7 +830,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 0 => v.extend([spell(r, "GCRA"), count(r), count(r), duration(r)]),
                 1 => v.extend([spell(r, "TOKENBUCKET"), count(r), count(r), duration(r)]),
                 2 => v.extend([spell(r, "LEAKYBUCKET"), count(r), count(r), duration(r)]),
-                3 => v.extend([spell(r, "FIXED"), count(r), duration(r)]),
+                3 => v.extend([spell(r, "FIXED"), count(r), fixed_window(r)]),
                 4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
                 _ => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
             }

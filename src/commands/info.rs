@@ -5,6 +5,7 @@ use redis_module::{Context, RedisValue};
 use crate::commands::decision_fields;
 use crate::commands::row::{Command, Run};
 use crate::core::LimiterState;
+use crate::core::limiter::InfoValue;
 use crate::core::time::ceil_ms;
 use crate::docs::{CommandDoc, KEY};
 use crate::error::RlError;
@@ -64,6 +65,15 @@ fn describe(ctx: &Context, state: &LimiterState, ttl_ms: i64) -> Result<(), RlEr
     ));
     for (param, value) in state.describe() {
         fields.push((param, int(value)));
+    }
+    for (name, value) in state.describe_more(now) {
+        fields.push((
+            name,
+            match value {
+                InfoValue::Int(v) => RedisValue::Integer(v),
+                InfoValue::Text(t) => RedisValue::BulkString(t),
+            },
+        ));
     }
     if let Some(decision) = decision {
         // No name twice (a RESP3 map key must be unique): a parameter named like a reply field

@@ -16,20 +16,39 @@
 //!   window ends); a new window length or offset starts a fresh window.
 //! - Window ends past `u64::MAX` µs (beyond year 584000) saturate; the count then stays in its
 //!   window until that instant.
+//!
+//! Calendar windows (`day`, `week`, `month`, `quarter`, `year` in a time zone, `core::calendar`)
+//! are computed when a window begins and kept in the state (its end, and its length in the
+//! `offset` word), so a replica, an RDB or AOF load, or a build with newer time-zone data keeps
+//! the boundaries the master computed; the time zone is only consulted again once the stored
+//! window has ended. Their parameters take the `window` word (its top bit set, which no epoch
+//! window length has). The codec writes them after a `window` of 0, which no epoch window has,
+//! so epoch windows encode exactly as before: `limit`, 0, the calendar's unit, month, day and
+//! time of day as one varint (`Calendar::spec_of_word`), the zone's name (length, ASCII bytes),
+//! then the window's length, end and count.
 
+use crate::core::calendar::{Calendar, TZDB_VERSION, Unit, ZoneId};
 use crate::core::error::CoreError;
-use crate::core::limiter::{self, Algorithm, Verdict};
+use crate::core::limiter::{self, Algorithm, InfoValue, Verdict};
 use crate::core::param::{MAX_PARAM, MUST_BE_POSITIVE_DURATION, check_count, check_duration};
 use crate::core::time::{MAX_SPAN, Micros};
 use crate::core::varint::{self, Reader};
 
-/// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs.
+/// Validated parameters: `limit` units per window of `window` µs, shifted by `offset` µs; or
+/// per calendar window (`window` is `CALENDAR` with the [`Calendar::word`], and `offset` the
+/// length of the state's current window, 0 in a command's parameters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedParams {
     limit: u64,
     window: Micros,
     offset: Micros,
 }
+
+/// The bit of `window` that marks a calendar window (no epoch window is that long).
+const CALENDAR: u64 = 1 << 63;
+
+/// The longest calendar window kept (a year and a few days of clock changes), µs.
+const MAX_CALENDAR_LEN: u64 = 370 * 86_400_000_000;
 
 impl FixedParams {
     /// Validate the parameters; `offset` is reduced modulo `window`.
@@ -49,6 +68,31 @@ impl FixedParams {
         })
     }
 
+    /// Validate the parameters of a calendar window.
+    ///
+    /// # Errors
+    /// [`CoreError::InvalidParam`] when `limit` is 0 or above [`MAX_PARAM`].
+    pub fn calendar(limit: u64, calendar: Calendar) -> Result<Self, CoreError> {
+        Ok(FixedParams {
+            limit: check_count(limit, "limit")?,
+            window: CALENDAR | calendar.word(),
+            offset: 0,
+        })
+    }
+
+    /// The calendar window, if this is one.
+    pub fn calendar_of(&self) -> Option<Calendar> {
+        if self.is_calendar() {
+            Calendar::from_word(self.window & !CALENDAR)
+        } else {
+            None
+        }
+    }
+
+    fn is_calendar(&self) -> bool {
+        self.window & CALENDAR != 0
+    }
+
     /// Units per window.
     pub fn limit(&self) -> u64 {
         self.limit
@@ -66,7 +110,7 @@ impl FixedParams {
 
     /// Whether a count kept under `self` is still a count under `other`.
     fn same_windows(&self, other: &FixedParams) -> bool {
-        self.window == other.window && self.offset == other.offset
+        self.window == other.window && (self.is_calendar() || self.offset == other.offset)
     }
 
     /// The end of the window holding `now` (exclusive), saturated to `u64::MAX`.
@@ -105,6 +149,49 @@ impl Fixed {
             0
         }
     }
+
+    /// Whether the stored calendar window holds `now` (its start is `end − length`).
+    fn holds(&self, now: Micros) -> bool {
+        self.end != 0 && now < self.end && self.end.saturating_sub(self.params.offset) <= now
+    }
+
+    /// The length and end of the window of `params` holding `now`: an epoch window's, the
+    /// stored calendar window while it holds `now`, else the calendar's.
+    ///
+    /// # Errors
+    /// A calendar window beyond the calendar's years.
+    fn window_at(&self, params: &FixedParams, now: Micros) -> Result<(u64, Micros), CoreError> {
+        if !params.is_calendar() {
+            return Ok((params.window, params.window_end(now)));
+        }
+        if self.params.window == params.window && self.holds(now) {
+            return Ok((self.params.offset, self.end));
+        }
+        let calendar = params
+            .calendar_of()
+            .ok_or(CoreError::InvalidParam("window", MUST_BE_POSITIVE_DURATION))?;
+        let (start, end) = calendar.window(now)?;
+        let len = u64::try_from(i128::from(end).saturating_sub(i128::from(start)))
+            .map_err(|_| CoreError::Overflow)?;
+        Ok((len, end))
+    }
+
+    /// The stored calendar window as RL.INFO shows it at `now` (the window holding `now` once
+    /// the stored one has ended): start and end in ms, length in ms.
+    fn calendar_window(&self, calendar: &Calendar, now: Micros) -> Option<(i64, i64, i64)> {
+        let (start, end) = if self.holds(now) {
+            let start = i128::from(self.end).saturating_sub(i128::from(self.params.offset));
+            (i64::try_from(start).ok()?, self.end)
+        } else {
+            calendar.window(now).ok()?
+        };
+        let end = i64::try_from(end).ok()?;
+        Some((
+            start.div_euclid(1000),
+            end.div_euclid(1000),
+            end.saturating_sub(start).div_euclid(1000),
+        ))
+    }
 }
 
 impl Algorithm for Fixed {
@@ -129,7 +216,7 @@ impl Algorithm for Fixed {
         cost: u64,
         best_effort: bool,
     ) -> Result<Verdict, CoreError> {
-        let end = params.window_end(now);
+        let (_, end) = self.window_at(params, now)?;
         let used = self.used(params, end);
         let to_end = end.saturating_sub(now);
         let avail = params.limit.saturating_sub(used);
@@ -148,19 +235,27 @@ impl Algorithm for Fixed {
     }
 
     fn commit(&mut self, params: &FixedParams, now: Micros, granted: u64) -> Result<(), CoreError> {
-        let end = params.window_end(now);
+        let (len, end) = self.window_at(params, now)?;
         self.count = self
             .used(params, end)
             .checked_add(granted)
             .ok_or(CoreError::Overflow)?;
         self.end = end;
         self.params = *params;
+        if params.is_calendar() {
+            self.params.offset = len;
+        }
         Ok(())
     }
 
     /// The current window's count, not below 0 (a past window's count no longer counts).
     fn refund(&mut self, now: Micros, units: u64) -> Result<u64, CoreError> {
-        let end = self.params.window_end(now);
+        // A calendar count is current while its stored window holds `now`.
+        let end = if self.params.is_calendar() {
+            if self.holds(now) { self.end } else { 0 }
+        } else {
+            self.params.window_end(now)
+        };
         let used = self.used(&self.params, end);
         let given = used.min(units);
         if given > 0 {
@@ -176,7 +271,15 @@ impl Algorithm for Fixed {
 
     /// FIXED remembers an id until the window of its first call ends.
     fn dedup_until(params: &FixedParams, now: Micros) -> Micros {
-        params.window_end(now)
+        match params.calendar_of() {
+            Some(calendar) => calendar.window(now).map_or(now, |(_, end)| end),
+            None => params.window_end(now),
+        }
+    }
+
+    /// The end of the window just charged, as kept (no time-zone lookup).
+    fn remember_until(&self, _params: &FixedParams, _now: Micros) -> Micros {
+        self.end
     }
 
     fn window(params: &FixedParams) -> Micros {
@@ -184,16 +287,54 @@ impl Algorithm for Fixed {
     }
 
     fn describe(params: &FixedParams) -> Vec<(&'static str, u64)> {
-        vec![
-            ("limit", params.limit),
-            ("window_ms", params.window / 1000),
-            ("offset_ms", params.offset / 1000),
-        ]
+        match params.calendar_of() {
+            Some(calendar) => vec![
+                ("limit", params.limit),
+                ("offset_ms", u64::from(calendar.tod_ms())),
+            ],
+            None => vec![
+                ("limit", params.limit),
+                ("window_ms", params.window / 1000),
+                ("offset_ms", params.offset / 1000),
+            ],
+        }
+    }
+
+    /// A calendar window's unit, zone, anchor, current window and time-zone data version.
+    fn describe_more(&self, now: Micros) -> Vec<(&'static str, InfoValue)> {
+        let Some(calendar) = self.params.calendar_of() else {
+            return Vec::new();
+        };
+        let text = |s: &str| InfoValue::Text(s.to_string());
+        let mut fields = vec![
+            ("window", text(calendar.unit().name())),
+            ("tz", InfoValue::Text(calendar.zone().name().into_owned())),
+        ];
+        if calendar.unit() != Unit::Day {
+            fields.push(("anchor", InfoValue::Text(calendar.anchor())));
+        }
+        if let Some((start, end, len)) = self.calendar_window(&calendar, now) {
+            fields.push(("window_ms", InfoValue::Int(len)));
+            fields.push(("window_start_ms", InfoValue::Int(start)));
+            fields.push(("window_end_ms", InfoValue::Int(end)));
+        }
+        fields.push(("tzdb_version", text(TZDB_VERSION)));
+        fields
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
         varint::put_u64(out, self.params.limit);
-        varint::put_u64(out, self.params.window);
+        if self.params.is_calendar() {
+            // The word's fields as one varint, then the zone by name (ids are this build's).
+            let word = self.params.window & !CALENDAR;
+            varint::put_u64(out, 0);
+            varint::put_u64(out, Calendar::spec_of_word(word));
+            let zone = Calendar::zone_name_of_word(word);
+            varint::put_u64(out, zone.len() as u64);
+            out.extend_from_slice(zone.as_bytes());
+        } else {
+            varint::put_u64(out, self.params.window);
+        }
         varint::put_u64(out, self.params.offset);
         varint::put_u64(out, self.end);
         varint::put_u64(out, self.count);
@@ -202,6 +343,9 @@ impl Algorithm for Fixed {
     fn decode(input: &mut Reader<'_>) -> Option<Self> {
         let limit = input.u64()?;
         let window = input.u64()?;
+        if window == 0 {
+            return decode_calendar(limit, input);
+        }
         let offset = input.u64()?;
         // A stored offset is already reduced: anything else is not our encoding.
         if offset >= window {
@@ -213,10 +357,30 @@ impl Algorithm for Fixed {
         Some(Fixed { params, end, count })
     }
 
-    /// A count is at most a limit, and its window ends at most a window after a call.
+    /// A count is at most a limit, and its window ends at most a window after a call; a
+    /// calendar window lasts at most `MAX_CALENDAR_LEN`.
     fn valid_at(&self, last_update: Micros) -> bool {
-        self.count <= MAX_PARAM && self.end <= last_update.saturating_add(MAX_SPAN)
+        self.count <= MAX_PARAM
+            && self.end <= last_update.saturating_add(MAX_SPAN)
+            && (!self.params.is_calendar()
+                || (self.params.offset <= MAX_CALENDAR_LEN && self.params.calendar_of().is_some()))
     }
+}
+
+/// Decode a calendar window's state (after its `limit` and the `window` of 0).
+fn decode_calendar(limit: u64, input: &mut Reader<'_>) -> Option<Fixed> {
+    let spec = input.u64()?;
+    let len = usize::try_from(input.u64()?).ok()?;
+    if len > 64 {
+        return None;
+    }
+    let zone = ZoneId::parse(input.bytes(len)?)?;
+    let calendar = Calendar::from_spec(spec, zone)?;
+    let mut params = FixedParams::calendar(limit, calendar).ok()?;
+    params.offset = input.u64()?;
+    let end = input.u64()?;
+    let count = input.u64()?;
+    Some(Fixed { params, end, count })
 }
 
 #[cfg(test)]
@@ -232,9 +396,24 @@ mod tests {
     use crate::core::time::US_PER_SEC;
     use crate::core::{LimiterState, codec};
 
-    /// `limit` per window of `period`, offset `extra` (within the window).
+    /// `limit` per window of `period`, offset `extra` (within the window); one time in eight a
+    /// calendar window of a unit, zone and anchor taken from `extra`.
     impl crate::core::testkit::Sample for Fixed {
         fn sample([limit, _, period, extra]: [u64; 4]) -> Option<FixedParams> {
+            if period % 8 == 5 {
+                let zones = [&b"UTC"[..], b"Europe/Paris", b"America/New_York", b"+05:30"];
+                let zone = ZoneId::parse(zones[(extra % 4) as usize])?;
+                let unit = Unit::from_tag(extra / 4 % 5 + 1)?;
+                let (month, day) = match unit {
+                    Unit::Day => (1, 1),
+                    Unit::Week => (1, (extra / 32 % 7 + 1) as u8),
+                    Unit::Month => (1, (extra / 32 % 31 + 1) as u8),
+                    _ => ((extra / 32 % 12 + 1) as u8, (extra / 512 % 31 + 1) as u8),
+                };
+                let tod = (extra / 8192 % 24 * 3_600_000) as u32;
+                return FixedParams::calendar(limit, Calendar::new(unit, month, day, tod, zone)?)
+                    .ok();
+            }
             FixedParams::new(limit, period, extra % period.max(1)).ok()
         }
     }

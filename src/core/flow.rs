@@ -333,7 +333,8 @@ pub fn commit<A: Stored>(
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
-    Ok(record::<A>(state, params, now, granted, dedup, dedup_max))
+    let until = algo.remember_until(params, now);
+    Ok(record(state, now, until, granted, dedup, dedup_max))
 }
 
 /// `DELAY`: [`commit`] `granted` units reserved at `now` for the later time `at`
@@ -356,22 +357,22 @@ pub fn commit_reserved<A: Stored>(
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit_reserved(params, now, at, granted)?;
-    Ok(record::<A>(state, params, now, granted, dedup, dedup_max))
+    let until = algo.remember_until(params, now);
+    Ok(record(state, now, until, granted, dedup, dedup_max))
 }
 
-/// Record a grant of `granted` units at `now` on the key: its update, and the `DEDUP` id.
-/// Returns the key's new expiry.
+/// Record a grant of `granted` units at `now` on the key: its update, and the `DEDUP` id,
+/// remembered until `until` ([`Algorithm::remember_until`]). Returns the key's new expiry.
 #[inline(always)]
-fn record<A: Stored>(
+fn record(
     state: &mut LimiterState,
-    params: &A::Params,
     now: Micros,
+    until: Micros,
     granted: u64,
     dedup: Option<DedupId>,
     dedup_max: usize,
 ) -> Micros {
     state.touch(now);
-    let until = A::dedup_until(params, now);
     // An id remembered until a time already passed is not remembered.
     if let Some(id) = dedup.filter(|_| until > now) {
         state.extras.remember(id, granted, until, dedup_max);

@@ -96,6 +96,13 @@ impl From<Verdict> for Decision {
     }
 }
 
+/// A value RL.INFO shows that is no count: a signed integer or a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InfoValue {
+    Int(i64),
+    Text(String),
+}
+
 /// What `RL.REFUND` does with an algorithm's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refund {
@@ -211,8 +218,20 @@ pub trait Algorithm: Sized + Clone {
         0
     }
 
+    /// Until when a `DEDUP` id is remembered once this state was charged at `now` under
+    /// `params`: [`Self::dedup_until`] unless the state knows it already.
+    fn remember_until(&self, params: &Self::Params, now: Micros) -> Micros {
+        Self::dedup_until(params, now)
+    }
+
     /// Parameter names and values, for RL.INFO.
     fn describe(params: &Self::Params) -> Vec<(&'static str, u64)>;
+
+    /// More of the state for RL.INFO at `now`, values that are no count (a calendar window's
+    /// zone, its boundaries); none by default.
+    fn describe_more(&self, _now: Micros) -> Vec<(&'static str, InfoValue)> {
+        Vec::new()
+    }
 
     /// Names and values of the live state at `now`, for RL.INFO (a concurrency limiter's live
     /// leases); none by default.

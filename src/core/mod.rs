@@ -26,6 +26,7 @@
 //! - leaves: `time`, `varint`, `decimal`, `kind` (the registry's identity half: each
 //!   algorithm's variant, tag and names), `error`, `param`, `dedup`, `extras` (a key's ids and
 //!   block), `limiter` (the [`Algorithm`] trait and the shared grant and retry rules);
+//! - `calendar`: calendar windows of `fixed_window` (day .. year in a time zone);
 //! - the algorithms: `gcra` (with `token_bucket`, `leaky_bucket`), `fixed_window`,
 //!   `sliding_counter`, `sliding_log`, `concurrency`, and `stream_count`;
 //! - `state`: the key's value over every registered algorithm (their state types wired by
@@ -33,6 +34,7 @@
 //! - `codec` (its bytes), `packed` (a key's value in memory, the schedules' inline),
 //!   `flow` (the per-key rules), `multi` (RL.ALL).
 
+pub mod calendar;
 #[cfg(test)]
 mod caps_tests;
 pub mod codec;
@@ -43,6 +45,8 @@ pub mod dedup;
 mod delay_tests;
 pub mod error;
 pub mod extras;
+#[cfg(test)]
+mod fixed_calendar_tests;
 pub mod fixed_window;
 pub mod flow;
 pub mod gcra;

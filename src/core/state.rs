@@ -180,6 +180,18 @@ impl LimiterState {
         }
     }
 
+    /// More of the state at `now` for RL.INFO ([`Algorithm::describe_more`]).
+    pub fn describe_more(
+        &self,
+        now: Micros,
+    ) -> Vec<(&'static str, crate::core::limiter::InfoValue)> {
+        let now = self.clock(now);
+        match &self.algo {
+            Some(algo) => dispatch!(algo, a => a.describe_more(now)),
+            None => Vec::new(),
+        }
+    }
+
     /// The limiter reply at `now` as if `PEEK COST 0` (for RL.INFO), the block honoured;
     /// `None` for a key holding only a block.
     ///
