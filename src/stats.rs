@@ -90,8 +90,28 @@ macro_rules! define_stats {
 
 crate::core::kind::each!(define_stats);
 
+/// `RL.ACQUIRE ... WAIT` calls waiting now.
+pub static WAIT_WAITING: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls that waited and were then granted.
+pub static WAIT_GRANTED: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls that waited until their timeout (denied).
+pub static WAIT_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls whose client disconnected while waiting.
+pub static WAIT_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Set gauge `g` to `n`.
+pub fn set(g: &AtomicU64, n: usize) {
+    g.store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// Count one more of `counter`.
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
 /// `INFO ratelimit`: one line per command, `ratelimit_<command>:calls=..,granted=..,denied=..`,
-/// the command's name with `_` for `.` (`ratelimit_rl_gcra`).
+/// the command's name with `_` for `.` (`ratelimit_rl_gcra`); and `ratelimit_rl_acquire_wait:waiting=..,
+/// granted=..,timed_out=..,dropped=..` for `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -104,6 +124,14 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .field("denied", count(&s.denied))?
             .build_dictionary()?;
     }
+    let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    section = section
+        .add_dictionary("rl_acquire_wait")
+        .field("waiting", count(&WAIT_WAITING))?
+        .field("granted", count(&WAIT_GRANTED))?
+        .field("timed_out", count(&WAIT_TIMED_OUT))?
+        .field("dropped", count(&WAIT_DROPPED))?
+        .build_dictionary()?;
     section.build_section()?.build_info()?;
     Ok(())
 }

@@ -24,6 +24,7 @@
     )
 )]
 
+pub mod acquire_args;
 pub mod all;
 pub mod args;
 pub mod block;
@@ -44,6 +45,7 @@ pub mod stream_count;
 pub mod tail;
 pub mod throttle;
 pub mod token_bucket;
+pub mod wait;
 
 pub use evaluation::{Evaluation, Expiry, evaluation_time};
 pub use propagate::{
@@ -136,6 +138,17 @@ pub trait LimiterCommand {
         Self::parse(args)
     }
 
+    /// Run the command on `argv` (`bytes`: their bytes): by default [`run`].
+    ///
+    /// # Errors
+    /// As [`run`].
+    fn call(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError>
+    where
+        Self: Sized,
+    {
+        run::<Self>(ctx, argv, bytes)
+    }
+
     /// Reply with `decision` (`verdict` has the exact, unrounded values).
     fn reply(ctx: &Context, decision: &Decision, _verdict: &Verdict) {
         reply_decision(ctx, decision);
@@ -209,7 +222,7 @@ pub struct Limiter<C>(PhantomData<C>);
 
 impl<C: LimiterCommand> Handler for Limiter<C> {
     fn call(ctx: &Context, argv: Argv<'_>) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes))
+        with_bytes(argv, |bytes| C::call(ctx, argv, bytes))
     }
 }
 

@@ -1,8 +1,10 @@
 //! Keyspace and server events that invalidate RL.STREAMCOUNT's running totals
-//! (`crate::tally_cache` says which and why).
+//! (`crate::tally_cache` says which and why), and that wake `RL.ACQUIRE ... WAIT` waiters on
+//! a key that may have lost its leases ([`Hooks`], set at load).
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
+use std::sync::OnceLock;
 
 use redis_module::{Context, raw};
 
@@ -58,25 +60,42 @@ unsafe extern "C" fn on_key_event(
     // the slice is not kept past it.
     let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
     tally_cache::on_key_event(db, event, name);
+    if let Some(hooks) = HOOKS.get() {
+        (hooks.key)(&Context::new(ctx), db, name);
+    }
     raw::REDISMODULE_OK as c_int
 }
 
 /// # Safety
 /// Called by Redis for the events subscribed below; nothing it passes is read.
 unsafe extern "C" fn on_server_event(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     _eid: raw::RedisModuleEvent,
     _subevent: u64,
     _data: *mut c_void,
 ) {
     tally_cache::forget_all();
+    if let Some(hooks) = HOOKS.get() {
+        (hooks.server)(&Context::new(ctx));
+    }
 }
 
-/// Subscribe to the events above, at load.
+/// What else runs on the events above (set once, at load).
+pub struct Hooks {
+    /// A key event: the context, the key's database and its name.
+    pub key: fn(&Context, i32, &[u8]),
+    /// A server event.
+    pub server: fn(&Context),
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// Subscribe to the events above, at load; `hooks` run on them too.
 ///
 /// # Errors
 /// The server refused a subscription.
-pub fn subscribe(ctx: &Context) -> Result<(), String> {
+pub fn subscribe(ctx: &Context, hooks: Hooks) -> Result<(), String> {
+    let _ = HOOKS.set(hooks);
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let keys = unsafe { raw::RedisModule_SubscribeToKeyspaceEvents };
     // SAFETY: as above.
