@@ -194,13 +194,13 @@ pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlE
         stats: stats::of(<Concurrency as Stored>::KIND),
     };
     let granted = !denied && !outcome.blocked;
-    let skip = wait.map_or(0..0, |w| w.index..w.index.saturating_add(2));
-    with_argv_skipping(argv, skip, |argv| {
+    let mut keys = [Touched::new(key, key_name, fate)];
+    let mut end = |argv: Argv<'_>| {
         finish(
             ctx,
             tail,
             eval,
-            &mut [Touched::new(key, key_name, fate)],
+            &mut keys,
             Propagate::Value {
                 argv,
                 at_index: parsed.opts.at_index,
@@ -209,7 +209,12 @@ pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlE
             granted,
             |ctx| reply_decision(ctx, &d),
         )
-    })
+    };
+    match wait {
+        // Replicated without `WAIT timeout`: a replica never waits.
+        Some(w) => with_argv_skipping(argv, w.index..w.index.saturating_add(2), end),
+        None => end(argv),
+    }
 }
 
 /// When a head denied with `retry` at `now` may fit: never before the next µs.
