@@ -125,7 +125,8 @@ fn fifty_waiters_on_five_are_served_in_arrival_order() {
     );
 }
 
-/// A later waiter whose cost fits never passes an earlier one that does not.
+/// A later waiter whose cost fits never passes an earlier one that does not, nor does a call
+/// without WAIT (RL.ACQUIRE, RL.ALL's CONCURRENCY); a renewal still renews.
 #[test]
 fn a_smaller_later_waiter_does_not_pass_the_head() {
     let s = Server::start();
@@ -149,6 +150,17 @@ fn a_smaller_later_waiter_does_not_pass_the_head() {
     until_waiting(&mut c, 2);
     // One unit is free, but the head needs two: nobody is served, a poller neither.
     assert_eq!(c.ints(&["RL.ACQUIRE", "k", "3", "1m", "ID", "p"])[0], 0);
+    assert_eq!(
+        c.ints(&["RL.ACQUIRE", "k", "3", "1m", "ID", "p", "PEEK"])[0],
+        0
+    );
+    let all = ["RL.ALL", "1", "k", "CONCURRENCY", "3", "1m", "DEDUP", "p"];
+    assert_eq!(c.ints(&all)[0], 0);
+    // A lease held renews while others wait.
+    assert_eq!(
+        c.ints(&["RL.ACQUIRE", "k", "3", "1m", "ID", "h", "COST", "2"])[0],
+        2
+    );
     assert_eq!(info_field(&mut c, "k", "held"), Some(2));
     assert_eq!(c.int(&["RL.RELEASE", "k", "h"]), 2);
     assert_eq!(ints(&big.recv())[..3], [2, 3, 1]);

@@ -10,8 +10,10 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::registry;
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::wait;
 use crate::commands::{evaluation_time, reply_decision};
 use crate::config;
+use crate::core::Kind;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{AnyParams, MultiError, Slot, apply_all};
@@ -130,6 +132,20 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     for key in keys.iter_mut() {
         held.push(key.limiter(NAME)?);
     }
+    // A new lease on a concurrency key does not pass the clients waiting there
+    // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
+    // denied.
+    let yields = parsed
+        .specs
+        .iter()
+        .zip(&parsed.keys)
+        .zip(&held)
+        .any(|((spec, key), state)| {
+            spec.kind() == Kind::Concurrency
+                && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+        });
+    let mut req = req;
+    req.peek |= yields;
     let mut slots: Vec<Slot<'_>> = held
         .iter_mut()
         .map(|h| match h {
@@ -167,7 +183,11 @@ pub fn run(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let d = Decision::from(outcome.verdict);
+    let mut d = Decision::from(outcome.verdict);
+    if yields && req.cost > 0 {
+        d.granted = 0;
+        d.retry_after_ms = d.retry_after_ms.max(1);
+    }
     let tail = Tail {
         event: c"rl.all",
         stats: &stats::ALL_LIMITERS,

@@ -26,9 +26,10 @@ use crate::commands::{Parsed, evaluation_time, reply_decision};
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::{Concurrency, ConcurrencyParams, holds};
+use crate::core::dedup::DedupId;
 use crate::core::flow::{self, Write};
 use crate::core::limiter::{Decision, Request, Retry};
-use crate::core::state::Stored;
+use crate::core::state::{LimiterState, Stored};
 use crate::core::waiters::{Waiter, Waiters};
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
@@ -80,6 +81,22 @@ fn with_waiters<R>(f: impl FnOnce(&mut Waiters<Key, BlockedId, Call>) -> R) -> O
 /// Is anybody waiting on `key`? Free when nobody waits anywhere.
 fn queued(db: i32, key: &[u8]) -> bool {
     with_waiters(|w| !w.is_empty() && w.has(&(db, key.to_vec()))).unwrap_or(false)
+}
+
+/// Does a call that would take a lease with `id` on `key` (of the call's database, holding
+/// `state`) at `now` yield to the clients waiting there? Yes while anybody waits, unless it
+/// renews a lease `id` holds.
+pub fn yields_turn(
+    ctx: &Context,
+    key: &[u8],
+    state: Option<&LimiterState>,
+    id: Option<DedupId>,
+    now: Micros,
+) -> bool {
+    if with_waiters(|w| w.is_empty()).unwrap_or(true) || !queued(block::selected_db(ctx), key) {
+        return false;
+    }
+    !matches!((id, state), (Some(id), Some(state)) if holds(state, id, now))
 }
 
 /// What a waiting client is sent.
@@ -135,7 +152,6 @@ pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlE
         }
     }
     let db = block::selected_db(ctx);
-    let queued = queued(db, key_name.bytes());
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
 
@@ -143,11 +159,13 @@ pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlE
     let mut existing = key.limiter(NAME)?;
     // A new lease does not pass the waiters: while anybody waits, it is judged without being
     // taken, and denied.
-    let renews = match (parsed.params.id(), existing.as_deref()) {
-        (Some(id), Some(state)) => holds(state, id, now),
-        _ => false,
-    };
-    let yields = queued && !renews;
+    let yields = yields_turn(
+        ctx,
+        key_name.bytes(),
+        existing.as_deref(),
+        parsed.params.id(),
+        now,
+    );
     let mut req = parsed.opts.request(now);
     req.peek |= yields;
     let outcome = flow::apply::<Concurrency>(
