@@ -112,8 +112,11 @@ fn fifty_waiters_on_five_are_served_in_arrival_order() {
         assert_eq!(info_field(&mut c, "k", "held"), Some(5), "after waiter {i}");
         assert_eq!(waiting(&mut c), 49 - i as i64, "after waiter {i}");
     }
+    // The wake is in the release's own command: a missed one would wait for the lease's end
+    // (a minute) or the timeout (30 s). The bound leaves room for a slow machine or valgrind.
+    eprintln!("slowest wake after a release: {slowest:?}");
     assert!(
-        slowest < Duration::from_millis(500),
+        slowest < Duration::from_secs(3),
         "a waiter was woken {slowest:?} after its release"
     );
     let st = wait_stats(&mut c);
@@ -173,20 +176,19 @@ fn a_smaller_later_waiter_does_not_pass_the_head() {
 fn timeout_replies_the_denied_reply_on_time() {
     let s = Server::start();
     let mut c = s.conn();
-    c.ints(&["RL.ACQUIRE", "k", "1", "10s", "ID", "h"]);
+    // Taken before the call: the lease began after this, so it ends after it plus 10 s.
     let held_since = Instant::now();
+    c.ints(&["RL.ACQUIRE", "k", "1", "10s", "ID", "h"]);
     let sent = Instant::now();
     let mut w = send_wait(&s, "k", 1, "10s", "w", "300ms");
     let r = ints(&w.recv());
     let waited = sent.elapsed();
+    eprintln!("a WAIT of 300ms replied after {waited:?}");
     assert!(
         waited >= Duration::from_millis(299),
         "replied after {waited:?}"
     );
-    assert!(
-        waited < Duration::from_millis(1300),
-        "replied after {waited:?}"
-    );
+    assert!(waited < Duration::from_secs(3), "replied after {waited:?}");
     // Denied: nothing free until h's lease ends, 10 s after it began.
     let left = 10_000 - held_since.elapsed().as_millis() as i64;
     assert_eq!(r[..3], [0, 1, 0]);
@@ -208,13 +210,14 @@ fn timeout_replies_the_denied_reply_on_time() {
 fn a_lease_expiring_wakes_the_next_waiter() {
     let s = Server::start();
     let mut c = s.conn();
-    c.ints(&["RL.ACQUIRE", "k", "1", "400ms", "ID", "h"]);
+    // Taken before the call: the lease began after this, so it ends after it plus 400 ms.
     let held = Instant::now();
+    c.ints(&["RL.ACQUIRE", "k", "1", "400ms", "ID", "h"]);
     let mut w = send_wait(&s, "k", 1, "2s", "w", "10s");
     let r = ints(&w.recv());
     let at = held.elapsed();
     assert!(at >= Duration::from_millis(399), "granted after {at:?}");
-    assert!(at < Duration::from_millis(1400), "granted after {at:?}");
+    assert!(at < Duration::from_secs(3), "granted after {at:?}");
     assert_eq!(r, [1, 1, 0, 0, 2000]);
     assert_eq!(wait_stats(&mut c)["granted"], 1);
 }
@@ -231,7 +234,7 @@ fn del_wakes_the_waiters() {
         let sent = Instant::now();
         assert_eq!(c.int(&[del, "k"]), 1);
         assert_eq!(ints(&w.recv())[..4], [1, 1, 0, 0], "{del}");
-        assert!(sent.elapsed() < Duration::from_millis(1000), "{del}");
+        assert!(sent.elapsed() < Duration::from_secs(3), "{del}");
         c.int(&["DEL", "k"]);
     }
 }
