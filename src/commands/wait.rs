@@ -139,6 +139,8 @@ impl WaitHooks for Hooks {
 /// Argument errors (nothing written), WRONGTYPE, `WAIT` inside MULTI or a script.
 pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
     let (parsed, mut wait) = parse_acquire(bytes)?;
+    // Where `WAIT timeout` stands: a grant replicates without it.
+    let wait_at = wait.map(|w| w.index);
     let key_name = argv.get(1).ok_or(RlError::Arity)?;
     if wait.is_some() {
         if block::replaying(ctx) || !block::is_master(ctx) {
@@ -228,9 +230,8 @@ pub fn acquire(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlE
             |ctx| reply_decision(ctx, &d),
         )
     };
-    match wait {
-        // Replicated without `WAIT timeout`: a replica never waits.
-        Some(w) => with_argv_skipping(argv, w.index..w.index.saturating_add(2), end),
+    match wait_at {
+        Some(i) => with_argv_skipping(argv, i..i.saturating_add(2), end),
         None => end(argv),
     }
 }
