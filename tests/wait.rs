@@ -394,3 +394,55 @@ fn replica_and_aof_replay_end_with_the_masters_leases() {
     assert_eq!(c.int(&["RL.RELEASE", "k", "w2"]), 1);
     assert_eq!(c.int(&["EXISTS", "k"]), 0);
 }
+
+/// A waiter speaking RESP3 gets the limiter reply as a map when served; a COST above the limit
+/// never fits and replies at once (`retry_after_ms` -1) instead of waiting.
+#[test]
+fn resp3_waiters_get_a_map_and_never_fitting_calls_do_not_wait() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ints(&["RL.ACQUIRE", "k", "2", "1m", "ID", "h", "COST", "2"]);
+    let mut w = s.conn();
+    w.ok(&["HELLO", "3"]);
+    w.send(&["RL.ACQUIRE", "k", "2", "1m", "ID", "w", "WAIT", "10s"]);
+    until_waiting(&mut c, 1);
+    assert_eq!(c.int(&["RL.RELEASE", "k", "h"]), 2);
+    let Reply::Map(fields) = w.recv() else {
+        panic!("expected a map")
+    };
+    let got: Vec<(String, i64)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap(), v.as_int().unwrap()))
+        .collect();
+    let names = [
+        "granted",
+        "limit",
+        "remaining",
+        "retry_after_ms",
+        "reset_after_ms",
+    ];
+    assert_eq!(
+        got.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        names
+    );
+    assert_eq!(
+        got[..4].iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+        [1, 2, 1, 0]
+    );
+    let started = Instant::now();
+    let r = c.ints(&[
+        "RL.ACQUIRE",
+        "k",
+        "2",
+        "1m",
+        "ID",
+        "big",
+        "COST",
+        "3",
+        "WAIT",
+        "10s",
+    ]);
+    assert_eq!(r[..4], [0, 2, 1, -1]);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(waiting(&mut c), 0);
+}
