@@ -446,3 +446,34 @@ fn resp3_waiters_get_a_map_and_never_fitting_calls_do_not_wait() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(waiting(&mut c), 0);
 }
+
+/// FLUSHALL wakes the waiters (the key is gone: the head fits). A master that becomes a
+/// replica lets its waiters go at once (the server itself unblocks them with its `UNBLOCKED`
+/// error, or the module ends them with the denied reply) and keeps nothing of them.
+#[test]
+fn a_flush_wakes_and_a_role_change_ends_the_waits() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ints(&["RL.ACQUIRE", "k", "1", "1m", "ID", "h"]);
+    let mut w = send_wait(&s, "k", 1, "1m", "w", "10s");
+    until_waiting(&mut c, 1);
+    c.ok(&["FLUSHALL"]);
+    assert_eq!(ints(&w.recv())[..4], [1, 1, 0, 0]);
+    let other = Server::start();
+    let mut w = send_wait(&s, "k", 1, "1m", "x", "30s");
+    until_waiting(&mut c, 1);
+    let started = Instant::now();
+    c.ok(&args!["REPLICAOF", "127.0.0.1", other.port]);
+    match w.recv() {
+        Reply::Error(e) => assert!(e.starts_with("UNBLOCKED"), "{e}"),
+        r => assert_eq!(ints(&r)[..3], [0, 1, 0]),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let st = wait_stats(&mut c);
+    assert_eq!((st["waiting"], st["granted"]), (0, 1));
+    assert_eq!(st["timed_out"] + st["dropped"], 1);
+    assert_eq!(
+        c.info_field("clients", "blocked_clients").as_deref(),
+        Some("0")
+    );
+}
