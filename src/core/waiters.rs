@@ -5,7 +5,7 @@
 //! Pure bookkeeping: the caller decides whether a head fits, grants it, replies. `H` is the
 //! handle of a waiting client (unique while it waits), `T` what the caller keeps of its call.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 
 use crate::core::time::Micros;
@@ -23,36 +23,55 @@ pub struct Waiter<H, T> {
 
 #[derive(Debug)]
 struct Queue<H, T> {
-    waiters: VecDeque<Waiter<H, T>>,
+    /// The waiters in arrival order, each with its arrival number (increasing).
+    waiters: VecDeque<(u64, Waiter<H, T>)>,
     /// When the head may fit (Unix µs); `None`: only an event can make it fit.
     wake_at: Option<Micros>,
 }
 
-/// Every key's queue. A key without waiters has no queue.
+impl<H, T> Queue<H, T> {
+    /// Where the waiter that arrived `seq`-th stands.
+    fn position(&self, seq: u64) -> Option<usize> {
+        self.waiters.binary_search_by_key(&seq, |(s, _)| *s).ok()
+    }
+}
+
+/// Every key's queue, and the deadlines in order: finding the next thing due costs the number
+/// of keys waited on (not of waiters), a deadline or a client's waiter is found in O(log n).
+/// A key without waiters has no queue.
 #[derive(Debug)]
 pub struct Waiters<K, H, T> {
     queues: HashMap<K, Queue<H, T>>,
-    count: usize,
+    /// (deadline, arrival number) of every waiter.
+    deadlines: BTreeSet<(Micros, u64)>,
+    /// The key of every waiter, by arrival number.
+    keys: HashMap<u64, K>,
+    /// The arrival number of every waiting client.
+    handles: HashMap<H, u64>,
+    next_seq: u64,
 }
 
 impl<K, H, T> Default for Waiters<K, H, T> {
     fn default() -> Self {
         Waiters {
             queues: HashMap::new(),
-            count: 0,
+            deadlines: BTreeSet::new(),
+            keys: HashMap::new(),
+            handles: HashMap::new(),
+            next_seq: 0,
         }
     }
 }
 
-impl<K: Eq + Hash + Clone, H: Copy + PartialEq, T> Waiters<K, H, T> {
+impl<K: Eq + Hash + Clone, H: Copy + Eq + Hash, T> Waiters<K, H, T> {
     /// Waiters on every key.
     pub fn len(&self) -> usize {
-        self.count
+        self.keys.len()
     }
 
     /// Nobody waits.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.keys.is_empty()
     }
 
     /// Somebody waits on `key`.
@@ -62,30 +81,51 @@ impl<K: Eq + Hash + Clone, H: Copy + PartialEq, T> Waiters<K, H, T> {
 
     /// Queue `waiter` last on `key`; a new queue wakes at `wake_at`.
     pub fn push(&mut self, key: K, waiter: Waiter<H, T>, wake_at: Option<Micros>) {
-        let queue = self.queues.entry(key).or_insert_with(|| Queue {
-            waiters: VecDeque::new(),
-            wake_at,
-        });
-        queue.waiters.push_back(waiter);
-        self.count = self.count.saturating_add(1);
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.deadlines.insert((waiter.deadline, seq));
+        self.handles.insert(waiter.handle, seq);
+        self.keys.insert(seq, key.clone());
+        self.queues
+            .entry(key)
+            .or_insert_with(|| Queue {
+                waiters: VecDeque::new(),
+                wake_at,
+            })
+            .waiters
+            .push_back((seq, waiter));
     }
 
     /// The first waiter on `key`.
     pub fn head(&self, key: &K) -> Option<&Waiter<H, T>> {
-        self.queues.get(key).and_then(|q| q.waiters.front())
+        self.queues
+            .get(key)
+            .and_then(|q| q.waiters.front())
+            .map(|(_, w)| w)
     }
 
-    /// Take the first waiter off `key` (the queue goes with its last waiter).
+    /// Take the first waiter off `key` (the queue goes with its last waiter; the next head is
+    /// looked at at once).
     pub fn pop_head(&mut self, key: &K) -> Option<Waiter<H, T>> {
+        let seq = self.queues.get(key)?.waiters.front()?.0;
+        self.take(key, seq)
+    }
+
+    /// Take out the waiter that arrived `seq`-th on `key`, forgetting it everywhere; a queue
+    /// that loses its head is looked at at once, an emptied queue goes.
+    fn take(&mut self, key: &K, seq: u64) -> Option<Waiter<H, T>> {
         let queue = self.queues.get_mut(key)?;
-        let head = queue.waiters.pop_front();
+        let index = queue.position(seq)?;
+        let (_, waiter) = queue.waiters.remove(index)?;
         if queue.waiters.is_empty() {
             self.queues.remove(key);
+        } else if index == 0 {
+            queue.wake_at = Some(0);
         }
-        if head.is_some() {
-            self.count = self.count.saturating_sub(1);
-        }
-        head
+        self.deadlines.remove(&(waiter.deadline, seq));
+        self.keys.remove(&seq);
+        self.handles.remove(&waiter.handle);
+        Some(waiter)
     }
 
     /// Look at `key` again at `at` (`None`: on an event only).
@@ -110,57 +150,44 @@ impl<K: Eq + Hash + Clone, H: Copy + PartialEq, T> Waiters<K, H, T> {
     /// Take the waiter of client `handle` out, with its key; a removed head pokes the key
     /// (the next one may fit).
     pub fn remove(&mut self, handle: H) -> Option<(K, Waiter<H, T>)> {
-        let (key, index) = self.queues.iter().find_map(|(k, q)| {
-            q.waiters
-                .iter()
-                .position(|w| w.handle == handle)
-                .map(|i| (k.clone(), i))
-        })?;
-        let queue = self.queues.get_mut(&key)?;
-        let waiter = queue.waiters.remove(index)?;
-        self.count = self.count.saturating_sub(1);
-        if queue.waiters.is_empty() {
-            self.queues.remove(&key);
-        } else if index == 0 {
-            queue.wake_at = Some(0);
-        }
+        let seq = *self.handles.get(&handle)?;
+        let key = self.keys.get(&seq)?.clone();
+        let waiter = self.take(&key, seq)?;
         Some((key, waiter))
     }
 
-    /// Take out every waiter whose deadline is at or before `now`, in arrival order per key;
-    /// a key whose head went is poked.
+    /// Take out every waiter whose deadline is at or before `now`, earliest deadline first; a
+    /// key whose head went is poked.
     pub fn take_expired(&mut self, now: Micros) -> Vec<(K, Waiter<H, T>)> {
         let mut out = Vec::new();
-        let mut emptied = Vec::new();
-        for (key, queue) in &mut self.queues {
-            if queue.waiters.iter().all(|w| w.deadline > now) {
+        while let Some(&(deadline, seq)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            let Some(key) = self.keys.get(&seq).cloned() else {
+                // Never: every deadline has its waiter. Drop the stray entry.
+                self.deadlines.remove(&(deadline, seq));
                 continue;
+            };
+            match self.take(&key, seq) {
+                Some(waiter) => out.push((key, waiter)),
+                None => {
+                    self.deadlines.remove(&(deadline, seq));
+                    self.keys.remove(&seq);
+                }
             }
-            let head_went = queue.waiters.front().is_some_and(|w| w.deadline <= now);
-            let (gone, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut queue.waiters)
-                .into_iter()
-                .partition(|w| w.deadline <= now);
-            queue.waiters = kept;
-            if queue.waiters.is_empty() {
-                emptied.push(key.clone());
-            } else if head_went {
-                queue.wake_at = Some(0);
-            }
-            out.extend(gone.into_iter().map(|w| (key.clone(), w)));
         }
-        for key in emptied {
-            self.queues.remove(&key);
-        }
-        self.count = self.count.saturating_sub(out.len());
         out
     }
 
     /// Take out every waiter.
     pub fn take_all(&mut self) -> Vec<(K, Waiter<H, T>)> {
-        self.count = 0;
+        self.deadlines.clear();
+        self.keys.clear();
+        self.handles.clear();
         self.queues
             .drain()
-            .flat_map(|(k, q)| q.waiters.into_iter().map(move |w| (k.clone(), w)))
+            .flat_map(|(k, q)| q.waiters.into_iter().map(move |(_, w)| (k.clone(), w)))
             .collect()
     }
 
@@ -175,14 +202,12 @@ impl<K: Eq + Hash + Clone, H: Copy + PartialEq, T> Waiters<K, H, T> {
 
     /// The earliest time something is due: a key to look at or a deadline.
     pub fn next_due(&self) -> Option<Micros> {
-        self.queues
-            .values()
-            .flat_map(|q| {
-                q.wake_at
-                    .into_iter()
-                    .chain(q.waiters.iter().map(|w| w.deadline))
-            })
-            .min()
+        let wake = self.queues.values().filter_map(|q| q.wake_at).min();
+        let deadline = self.deadlines.first().map(|(d, _)| *d);
+        match (wake, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -256,6 +281,32 @@ mod tests {
         assert_eq!(w.take_expired(40).len(), 2);
         assert!(w.is_empty());
         assert_eq!(w.next_due(), None);
+    }
+
+    /// The indexes follow every way out: a client removed, a head popped, a deadline passed;
+    /// nothing of a waiter stays behind (its deadline no longer counts, its handle is free).
+    #[test]
+    fn every_way_out_forgets_the_waiter_everywhere() {
+        let mut w = W::default();
+        w.push("a", waiter(1, 10), None);
+        w.push("a", waiter(2, 20), None);
+        w.push("b", waiter(3, 30), None);
+        assert_eq!(w.pop_head(&"a").map(|x| x.handle), Some(1));
+        // The new head is looked at at once; then only its deadline is due.
+        assert_eq!(w.next_due(), Some(0));
+        w.set_wake(&"a", None);
+        assert_eq!(w.next_due(), Some(20));
+        assert_eq!(w.remove(1), None);
+        assert_eq!(w.remove(3).map(|(k, x)| (k, x.handle)), Some(("b", 3)));
+        assert_eq!(w.next_due(), Some(20));
+        assert!(w.take_expired(19).is_empty());
+        assert_eq!(w.take_expired(20).len(), 1);
+        assert!(w.is_empty());
+        assert_eq!(w.next_due(), None);
+        // A handle can wait again once it left.
+        w.push("c", waiter(1, 5), Some(7));
+        assert_eq!(w.remove(1).map(|(k, _)| k), Some("c"));
+        assert!(w.is_empty() && !w.has(&"c"));
     }
 
     #[test]
