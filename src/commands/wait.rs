@@ -11,7 +11,8 @@
 //!   moment it is granted: written, replicated (`tail::finish`, the acquire without `WAIT` and
 //!   with its resolved time), notified and counted as that acquire. A head that does not fit
 //!   stops the queue: a later waiter never passes it, nor does a later RL.ACQUIRE without
-//!   `WAIT` (denied while anybody waits on the key, unless it renews a lease it holds).
+//!   `WAIT` or RL.ALL's `CONCURRENCY` (denied while anybody waits on the key, unless it renews
+//!   a lease it holds).
 //! - A wait that ends unserved replies the denied limiter reply at that moment; a client that
 //!   disconnects is dropped. Inside MULTI or a script `WAIT` is an error (nothing blocks).
 
