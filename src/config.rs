@@ -51,3 +51,20 @@ pub fn at_max_behind_us() -> Option<u64> {
     let ms = u64::try_from(AT_MAX_BEHIND.load(Ordering::Relaxed)).ok()?;
     Some(ms.saturating_mul(1_000))
 }
+
+/// `ratelimit.max-wait`: the longest `WAIT timeout` of RL.ACQUIRE, in ms (a longer one is an
+/// error).
+pub static MAX_WAIT: AtomicI64 = AtomicI64::new(MAX_WAIT_DEFAULT);
+
+/// Default of `ratelimit.max-wait`: one minute.
+pub const MAX_WAIT_DEFAULT: i64 = 60_000;
+
+/// Largest accepted `ratelimit.max-wait`: a day.
+pub const MAX_WAIT_LIMIT: i64 = 86_400_000;
+
+/// The current `ratelimit.max-wait` in µs.
+pub fn max_wait_us() -> u64 {
+    u64::try_from(MAX_WAIT.load(Ordering::Relaxed))
+        .unwrap_or(0)
+        .saturating_mul(1_000)
+}

@@ -37,7 +37,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     if let Err(e) = commands::table::register(ctx) {
         return fail(e);
     }
-    if let Err(e) = ffi::events::subscribe(ctx) {
+    let hooks = ffi::events::Hooks {
+        key: commands::wait::key_event,
+        server: commands::wait::server_event,
+    };
+    if let Err(e) = ffi::events::subscribe(ctx, hooks) {
         return fail(e);
     }
     ctx.set_module_options(redis_module::ModuleOptions::HANDLE_IO_ERRORS);
@@ -67,6 +71,7 @@ redis_module! {
             ["dedup-max", &config::DEDUP_MAX, config::DEDUP_MAX_DEFAULT, 0, config::DEDUP_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
             ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
             ["at-max-behind", &config::AT_MAX_BEHIND, config::AT_MAX_BEHIND_DEFAULT, -1, config::AT_MAX_BEHIND_LIMIT, ConfigurationFlags::DEFAULT, None],
+            ["max-wait", &config::MAX_WAIT, config::MAX_WAIT_DEFAULT, 1, config::MAX_WAIT_LIMIT, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -40,6 +40,25 @@ impl CommandStats {
     }
 }
 
+/// `RL.ACQUIRE ... WAIT` calls waiting now.
+pub static WAIT_WAITING: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls that waited and were then granted.
+pub static WAIT_GRANTED: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls that waited until their timeout (denied).
+pub static WAIT_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
+/// `RL.ACQUIRE ... WAIT` calls whose client disconnected while waiting.
+pub static WAIT_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Set gauge `g` to `n`.
+pub fn set(g: &AtomicU64, n: usize) {
+    g.store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// Count one more of `counter`.
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

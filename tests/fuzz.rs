@@ -578,12 +578,33 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
             "PXAT" => at_value(r),
             "TZ" => zone(r),
             "ANCHOR" => anchor(r),
+            "WAIT" => wait_timeout(r),
             _ => duration(r), // OFFSET, PRECISION
         };
         // A value left off at the end now and then.
         if !(r.odd() && r.one_in(8)) {
             out.push(value);
         }
+    }
+}
+
+/// A `WAIT` timeout: a few ms (a call waits at most that long, so the batch goes on), or one
+/// the module refuses (zero, malformed, or above `ratelimit.max-wait`'s default minute).
+fn wait_timeout(r: &mut Rng) -> Vec<u8> {
+    if r.odd() {
+        let bad: &[&str] = &[
+            "0",
+            "-1",
+            "x",
+            "1.5",
+            "61s",
+            "2m",
+            "1h",
+            "99999999999999999999d",
+        ];
+        r.pick(bad).as_bytes().to_vec()
+    } else {
+        format!("{}ms", 1 + r.below(20)).into_bytes()
     }
 }
 
@@ -760,10 +781,10 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             if give_id && id_first {
                 v.extend(id.clone());
             }
-            // Its own options are the shared COST, PEEK and AT; odd vectors also get the
-            // shared options it refuses (BESTEFFORT, DEDUP).
+            // Its own options are the shared COST, PEEK and AT, and WAIT; odd vectors also get
+            // the shared options it refuses (BESTEFFORT, DEDUP).
             let shared = r.odd();
-            options(r, &mut v, &["COST", "PEEK", "DETAIL", "AT"], shared);
+            options(r, &mut v, &["COST", "PEEK", "DETAIL", "AT", "WAIT"], shared);
             if give_id && !id_first {
                 v.extend(id);
             }

@@ -12,8 +12,10 @@ use crate::commands::detail::{self, Part};
 use crate::commands::registry;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::wait;
 use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::config;
+use crate::core::Kind;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{
@@ -276,6 +278,20 @@ fn run(
     for key in keys.iter_mut() {
         held.push(key.limiter(this.name_str())?);
     }
+    // A new lease on a concurrency key does not pass the clients waiting there
+    // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
+    // denied.
+    let yields = parsed
+        .specs
+        .iter()
+        .zip(&parsed.keys)
+        .zip(&held)
+        .any(|((spec, key), state)| {
+            spec.kind() == Kind::Concurrency
+                && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+        });
+    let mut req = req;
+    req.peek |= yields;
     let mut slots: Vec<Slot<'_>> = held
         .iter_mut()
         .map(|h| match h {
@@ -308,9 +324,15 @@ fn run(
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let d = Decision::from(outcome.verdict);
+    let mut d = Decision::from(outcome.verdict);
+    // A new lease that yields to the waiters on a concurrency key is denied (judged only).
+    let yielded = yields && req.cost > 0;
+    if yielded {
+        d.granted = 0;
+        d.retry_after_ms = d.retry_after_ms.max(1);
+    }
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
-    let granted = outcome.denied_by.is_none();
+    let granted = outcome.denied_by.is_none() && !yielded;
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
         .zip(&names)

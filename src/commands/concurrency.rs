@@ -1,4 +1,4 @@
-//! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] [BLOCK d] \[DETAIL\] [AT t] / RL.RELEASE key id [AT t]
+//! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] [BLOCK d] \[DETAIL\] [AT t] [WAIT timeout] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
@@ -6,7 +6,8 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options, at_time, duration, positive, quote};
+use crate::commands::acquire_args::{lease_id, parse_acquire, parse_with};
+use crate::commands::args::{Args, at_time, quote};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{LimiterCommand, Parsed, evaluation_time, with_bytes};
@@ -14,12 +15,13 @@ use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
 };
-use crate::core::dedup::{DedupId, MAX_ID_LEN};
+use crate::core::dedup::DedupId;
 use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
+use crate::stats::CommandStats;
 
 /// COMMAND DOCS, and RL.ALL's syntax of the algorithm (`ID` is a required token: RL.ALL
 /// takes the id from `DEDUP`; `COST`, `PEEK`, `BLOCK` and `AT` are RL.ALL's shared options).
@@ -40,6 +42,7 @@ const DOC: CommandDoc = CommandDoc {
         opt(c"duration", ArgType::String, c"BLOCK"),
         AT,
         DETAIL,
+        opt(c"timeout", ArgType::String, c"WAIT"),
     ],
     shared_options: false,
 };
@@ -53,14 +56,6 @@ pub const RELEASE_DOC: CommandDoc = CommandDoc {
     shared_options: false,
 };
 
-/// A lease id: binary-safe, at most 256 bytes, hashed as DEDUP ids are.
-fn lease_id(token: &[u8]) -> Result<DedupId, RlError> {
-    if token.len() > MAX_ID_LEN {
-        return Err(RlError::Conflict("lease id must be at most 256 bytes"));
-    }
-    Ok(DedupId::of(token))
-}
-
 /// RL.ACQUIRE.
 pub struct AcquireCommand;
 
@@ -69,40 +64,23 @@ impl LimiterCommand for AcquireCommand {
     const DOC: CommandDoc = DOC;
 
     fn parse(items: &[&[u8]]) -> Result<Parsed<ConcurrencyParams>, RlError> {
-        let parsed = Self::parse_limiter(items)?;
-        if parsed.params.id().is_none() {
-            return Err(RlError::Syntax("RL.ACQUIRE needs ID id"));
-        }
-        if parsed.opts.best_effort {
-            return Err(RlError::UnknownOption("BESTEFFORT".into()));
-        }
-        if parsed.opts.dedup.is_some() {
-            return Err(RlError::UnknownOption("DEDUP".into()));
-        }
-        Ok(parsed)
+        parse_acquire(items).map(|(parsed, _)| parsed)
     }
 
     /// `limit lease [ID id]` and the shared options; the id is optional here (RL.ALL binds
     /// `DEDUP`), required by [`Self::parse`].
     fn parse_limiter(items: &[&[u8]]) -> Result<Parsed<ConcurrencyParams>, RlError> {
-        let mut args = Args::new(items);
-        let _name = args.required()?;
-        let _key = args.required()?;
-        let limit = positive(args.required()?, "limit")?;
-        let lease = duration(args.required()?, "lease")?;
-        let mut id: Option<DedupId> = None;
-        let opts = Options::parse(&mut args, |token, args| {
-            if token != b"ID" {
-                return Ok(false);
-            }
-            if id.is_some() {
-                return Err(RlError::Duplicate("ID"));
-            }
-            id = Some(lease_id(args.value_of("ID")?)?);
-            Ok(true)
-        })?;
-        let params = ConcurrencyParams::new(limit, lease, id)?;
-        Ok(Parsed { params, opts })
+        parse_with(items, false).map(|(parsed, _)| parsed)
+    }
+
+    /// RL.ACQUIRE, which may wait for its turn (`WAIT timeout`).
+    fn call(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        stats: &'static CommandStats,
+    ) -> Result<(), RlError> {
+        crate::commands::wait::acquire(ctx, argv, bytes, stats)
     }
 }
 
@@ -203,7 +181,11 @@ fn release(
         propagate,
         units > 0,
         |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
-    )
+    )?;
+    if units > 0 {
+        crate::commands::wait::freed(ctx, key_name);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
     )
 )]
 
+pub mod acquire_args;
 pub mod all;
 pub mod args;
 pub mod block;
@@ -50,6 +51,7 @@ pub mod table;
 pub mod tail;
 pub mod throttle;
 pub mod token_bucket;
+pub mod wait;
 
 pub use evaluation::{Evaluation, Expiry, evaluation_time};
 pub use propagate::{
@@ -114,6 +116,24 @@ pub trait LimiterCommand {
     /// As [`Self::parse`].
     fn parse_limiter(args: &[&[u8]]) -> Result<Parsed<<Self::Algo as Algorithm>::Params>, RlError> {
         Self::parse(args)
+    }
+
+    /// Run the command on `argv` (`bytes`: their bytes), counted in `stats` (its row's): by
+    /// default [`run`].
+    ///
+    /// # Errors
+    /// As [`run`].
+    #[inline(always)]
+    fn call(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        stats: &'static CommandStats,
+    ) -> Result<(), RlError>
+    where
+        Self: Sized,
+    {
+        run::<Self>(ctx, argv, bytes, stats)
     }
 
     /// Reply with `decision` (`verdict` has the exact, unrounded values).
@@ -184,14 +204,14 @@ pub struct Limiter<C>(PhantomData<C>);
 impl<C: LimiterCommand> Run for Limiter<C> {
     #[inline(always)]
     fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run::<C>(ctx, argv, bytes, &this.stats))
+        with_bytes(argv, |bytes| C::call(ctx, argv, bytes, &this.stats))
     }
 }
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
 /// (`bytes[1]`).
 #[cold]
-fn reply_detail<A: Stored>(
+pub fn reply_detail<A: Stored>(
     ctx: &Context,
     bytes: &[&[u8]],
     params: &A::Params,

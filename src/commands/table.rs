@@ -32,7 +32,7 @@ use crate::docs::Keys;
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::command::{Argv, Callback, Handler};
-use crate::stats::CommandStats;
+use crate::stats::{self, CommandStats};
 
 /// The handler of row `I`, run by `H`.
 struct Row<H, const I: usize>(PhantomData<H>);
@@ -144,7 +144,8 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 
 /// `INFO ratelimit`: one line per counted command, in table order,
 /// `ratelimit_<command>:calls=..,granted=..,denied=..`, the command's name with `_` for `.`
-/// (`ratelimit_rl_gcra`).
+/// (`ratelimit_rl_gcra`); then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,
+/// dropped=..` for `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -158,6 +159,14 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .field("denied", count(&s.denied))?
             .build_dictionary()?;
     }
+    let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    section = section
+        .add_dictionary("rl_acquire_wait")
+        .field("waiting", count(&stats::WAIT_WAITING))?
+        .field("granted", count(&stats::WAIT_GRANTED))?
+        .field("timed_out", count(&stats::WAIT_TIMED_OUT))?
+        .field("dropped", count(&stats::WAIT_DROPPED))?
+        .build_dictionary()?;
     section.build_section()?.build_info()?;
     Ok(())
 }

@@ -67,6 +67,7 @@ pub mod token_bucket;
 #[cfg(test)]
 mod validity_tests;
 pub mod varint;
+pub mod waiters;
 
 pub use error::CoreError;
 pub use kind::Kind;

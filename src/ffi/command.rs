@@ -114,6 +114,28 @@ impl<'a> Argv<'a> {
     }
 }
 
+/// Run `f` with `args` (strings made by the module) seen as an [`Argv`].
+pub fn with_argv<R>(args: &[RedisString], f: impl FnOnce(Argv<'_>) -> R) -> R {
+    let raw: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.inner).collect();
+    f(Argv { argv: &raw })
+}
+
+/// Run `f` with `argv` less the arguments at the positions in `skip`.
+pub fn with_argv_skipping<R>(
+    argv: Argv<'_>,
+    skip: std::ops::Range<usize>,
+    f: impl FnOnce(Argv<'_>) -> R,
+) -> R {
+    let raw: Vec<*mut raw::RedisModuleString> = argv
+        .argv
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !skip.contains(i))
+        .map(|(_, &p)| p)
+        .collect();
+    f(Argv { argv: &raw })
+}
+
 /// A command run by `dispatch`.
 pub trait Handler {
     /// Run the command on `argv`; on `Ok` it has replied.

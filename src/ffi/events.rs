@@ -1,14 +1,16 @@
 //! Keyspace and server events that invalidate RL.STREAMCOUNT's running totals
-//! (`crate::tally_cache` says which and why).
+//! (`crate::tally_cache` says which and why), and that wake `RL.ACQUIRE ... WAIT` waiters on
+//! a key that may have lost its leases ([`Hooks`], set at load).
 //!
 //! The server events are subscribed at load (they cost nothing to other commands). The key
-//! events are subscribed by the first RL.STREAMCOUNT call ([`subscribe_key_events`]), before it
-//! keeps any total: the server calls every key-event subscriber on each event of every command
-//! (INCR's `incrby` included, about 40 instructions), so a server that never runs
-//! RL.STREAMCOUNT pays nothing for it.
+//! events are subscribed by the first RL.STREAMCOUNT call or the first `WAIT` that blocks
+//! ([`subscribe_key_events`]), before either relies on them: the server calls every key-event
+//! subscriber on each event of every command (INCR's `incrby` included, about 40
+//! instructions), so a server that runs neither pays nothing for them.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{Context, raw};
@@ -65,25 +67,32 @@ unsafe extern "C" fn on_key_event(
     // the slice is not kept past it.
     let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
     tally_cache::on_key_event(db, event, name);
+    if let Some(hooks) = HOOKS.get() {
+        (hooks.key)(&Context::new(ctx), db, name);
+    }
     raw::REDISMODULE_OK as c_int
 }
 
 /// # Safety
 /// Called by Redis for the events subscribed below; nothing it passes is read.
 unsafe extern "C" fn on_server_event(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     _eid: raw::RedisModuleEvent,
     _subevent: u64,
     _data: *mut c_void,
 ) {
     tally_cache::forget_all();
+    if let Some(hooks) = HOOKS.get() {
+        (hooks.server)(&Context::new(ctx));
+    }
 }
 
 /// Whether the key events are subscribed ([`subscribe_key_events`]).
 static KEY_EVENTS_ON: AtomicBool = AtomicBool::new(false);
 
 /// Subscribe to the key events above, once: called by every RL.STREAMCOUNT call before it reads
-/// or keeps a running total, so no total is kept without them. Later calls only read a flag.
+/// or keeps a running total, and by every `WAIT` before it blocks, so neither goes without them.
+/// Later calls only read a flag.
 ///
 /// # Errors
 /// The server refused the subscription (no total may be kept then).
@@ -107,11 +116,22 @@ pub fn subscribe_key_events(ctx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// Subscribe to the server events above, at load.
+/// What else runs on the events above (set once, at load).
+pub struct Hooks {
+    /// A key event: the context, the key's database and its name.
+    pub key: fn(&Context, i32, &[u8]),
+    /// A server event.
+    pub server: fn(&Context),
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// Subscribe to the server events above, at load; `hooks` run on them and on the key events.
 ///
 /// # Errors
 /// The server refused a subscription.
-pub fn subscribe(ctx: &Context) -> Result<(), String> {
+pub fn subscribe(ctx: &Context, hooks: Hooks) -> Result<(), String> {
+    let _ = HOOKS.set(hooks);
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let server = unsafe { raw::RedisModule_SubscribeToServerEvent };
     let Some(server) = server else {

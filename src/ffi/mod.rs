@@ -15,3 +15,4 @@ pub mod notify;
 pub mod replicate;
 pub mod reply;
 pub mod stream;
+pub mod wait;

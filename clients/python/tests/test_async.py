@@ -48,6 +48,9 @@ def test_async_commands(server: RedisModuleServer, now: int, protocol: int) -> N
                 async with rl.lease("lc", 1, "10s"):
                     pass
         assert (await rl.acquire("lc", 1, "10s", "z")).allowed
+        # Full: a WAIT ends denied when its time is up.
+        waited = await rl.acquire("lc", 1, "10s", "q", wait="100ms")
+        assert waited.granted == 0 and 0 < waited.retry_after_ms <= 10000
         assert await rl.release("lc", "z") == 1
         assert (await rl.stream_count("x", "1m", add=2)).total == 2
         assert (await rl.throttle("cl", 15, 30, 60)).remaining == 15

@@ -4,6 +4,8 @@ parameters (see each test's comments), never read back from the module."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -22,6 +24,7 @@ from redis_ratelimit_client import (
     ThrottleResult,
     TokenBucket,
 )
+from redis_ratelimit_client.testing import RedisModuleServer
 
 
 def five(r: Result) -> tuple[int, int, int, int, int]:
@@ -231,3 +234,27 @@ def test_errors_pass_through(rl: RateLimiter) -> None:
         rl.gcra("k", 1, 5, "1 s")
     with pytest.raises(ValueError):
         rl.gcra("k", 1, 5, "1s", cost=-1)
+
+
+def test_acquire_waits_for_its_turn(rl: RateLimiter, server: RedisModuleServer) -> None:
+    # One unit, held by "a": a waiter is granted when "a" is released, and a wait with nobody
+    # releasing ends denied once its timeout has passed.
+    assert rl.acquire("w", 1, "10s", "a").allowed
+    other = redis.Redis(host=server.host, port=server.port)
+    timer = threading.Timer(0.2, lambda: other.execute_command("RL.RELEASE", "w", "a"))
+    started = time.monotonic()
+    timer.start()
+    try:
+        r = rl.acquire("w", 1, "10s", "b", wait="5s")
+    finally:
+        timer.join()
+        other.close()
+    assert five(r) == (1, 1, 0, 0, 10000)
+    assert 0.19 <= time.monotonic() - started < 4
+    started = time.monotonic()
+    r = rl.acquire("w", 1, "10s", "c", wait="300ms")
+    assert r.granted == 0 and r.limit == 1 and r.remaining == 0
+    assert 0 < r.retry_after_ms <= 10000
+    assert 0.29 <= time.monotonic() - started < 4
+    with pytest.raises(redis.ResponseError, match="WAIT cannot be combined with PEEK"):
+        rl.acquire("w", 1, "10s", "c", wait="1s", peek=True)

@@ -407,5 +407,16 @@ pub fn release(state: &mut LimiterState, id: DedupId, now: Micros) -> Result<Rel
     Ok(Released::Kept { units, expires_at })
 }
 
+/// Does `id` hold a live lease in this value at `now` (a call with it renews, taking no new
+/// units)? `false` for a value of another algorithm.
+pub fn holds(state: &LimiterState, id: DedupId, now: Micros) -> bool {
+    let now = state.clock(now);
+    state
+        .algo
+        .as_ref()
+        .and_then(Concurrency::from_state)
+        .is_some_and(|c| c.live(Some(id), now).is_some())
+}
+
 #[cfg(test)]
 mod tests;

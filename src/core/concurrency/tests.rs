@@ -487,3 +487,23 @@ fn denied_renewal_waits_for_the_other_leases_not_its_own() {
         2
     );
 }
+
+/// `holds` sees a live lease of the id only: none before, none after its end or its release,
+/// none on another id.
+#[test]
+fn holds_sees_only_a_live_lease_of_the_id() {
+    const SEC: Micros = 1_000_000;
+    let mut k = Key::default();
+    let id = |b: u8| DedupId::of(&[b]);
+    assert!(k.0.is_none());
+    k.acquire(&params(3, SEC, 1), &Request::new(1, T0)).unwrap();
+    let state = k.0.as_ref().unwrap();
+    assert!(holds(state, id(1), T0));
+    assert!(holds(state, id(1), T0 + SEC - 1));
+    assert!(!holds(state, id(1), T0 + SEC));
+    assert!(!holds(state, id(2), T0));
+    k.acquire(&params(3, SEC, 2), &Request::new(1, T0)).unwrap();
+    k.release(1, T0 + 1);
+    assert!(holds(k.0.as_ref().unwrap(), id(2), T0 + 1));
+    assert!(!holds(k.0.as_ref().unwrap(), id(1), T0 + 1));
+}

@@ -269,11 +269,16 @@ class RateLimiter:
         peek: bool = False,
         block: Duration | None = None,
         at: Time | None = None,
+        wait: Duration | None = None,
     ) -> Result:
         """``RL.ACQUIRE key limit lease ID id``: take ``cost`` units under the lease ``id`` (a
-        renewal when ``id`` already holds them)."""
+        renewal when ``id`` already holds them). With ``wait``, a lease that does not fit waits
+        for its turn (first come, first served) up to that long (``WAIT``; the client's socket
+        timeout must be longer)."""
         spec = Concurrency(limit, lease)
         opts = c.options(cost=cost, peek=peek, block=block, at=at)
+        if wait is not None:
+            opts += ["WAIT", duration_arg(wait)]
         return self._result(["RL.ACQUIRE", key, *spec.params(), "ID", id, *opts], cost)
 
     def release(self, key: Key, id: str | bytes, *, at: Time | None = None) -> int:
