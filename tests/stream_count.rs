@@ -165,6 +165,7 @@ fn streamcount_errors_and_wrong_types() {
 
 /// Every command on limiter keys refuses a stream key of RL.STREAMCOUNT with one wording naming
 /// itself, and changes nothing; a key of another non-module type gets Redis's own WRONGTYPE.
+/// (RL.INFO describes a stream key: `rl_info_describes_a_stream_key`.)
 #[test]
 fn limiter_commands_refuse_a_stream_key_alike() {
     let s = Server::start();
@@ -182,7 +183,6 @@ fn limiter_commands_refuse_a_stream_key_alike() {
         ("CL.THROTTLE",       &["CL.THROTTLE", "{k}", "1", "1", "1"]),
         ("RL.ALL",            &["RL.ALL", "1", "{k}", "GCRA", "1", "1", "1s"]),
         ("RL.CHECK",          &["RL.CHECK", "{k}", "GCRA", "1", "1", "1s"]),
-        ("RL.INFO",           &["RL.INFO", "{k}"]),
         ("RL.REFUND",         &["RL.REFUND", "{k}", "1"]),
         ("RL.BLOCK",          &["RL.BLOCK", "{k}", "1s"]),
         ("RL.UNBLOCK",        &["RL.UNBLOCK", "{k}"]),
@@ -210,6 +210,44 @@ fn limiter_commands_refuse_a_stream_key_alike() {
     }
     assert_eq!(ids(&mut c, "s"), entries);
     assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
+}
+
+/// SPEC "RL.INFO": a stream key of RL.STREAMCOUNT is described as `algorithm streamcount`, its
+/// entries and its TTL (no total: that needs a window); another type is WRONGTYPE.
+#[test]
+fn rl_info_describes_a_stream_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // Three calls, ADD 2 each: three entries; the key expires an hour after the last call.
+    for i in 0..3u64 {
+        assert_eq!(
+            c.int(&args!["RL.STREAMCOUNT", "s", "1h", "ADD", 2, "AT", t + i]),
+            (2 * (i + 1)) as i64
+        );
+    }
+    c.ok(&["SET", "str", "1"]);
+    let info = c.cmd(&["RL.INFO", "s"]);
+    let Reply::Array(items) = info else {
+        panic!("RL.INFO s: {info:?}")
+    };
+    assert_eq!(items.len(), 6, "{items:?}");
+    assert_eq!(items[0], Reply::Bulk(b"algorithm".to_vec()));
+    assert_eq!(items[1], Reply::Bulk(b"streamcount".to_vec()));
+    assert_eq!(items[2], Reply::Bulk(b"entries".to_vec()));
+    assert_eq!(items[3], Reply::Int(3));
+    assert_eq!(items[4], Reply::Bulk(b"ttl_ms".to_vec()));
+    let pttl = c.int(&["PTTL", "s"]);
+    let Reply::Int(ttl) = items[5] else {
+        panic!("ttl_ms: {:?}", items[5])
+    };
+    // One window after the last call's time.
+    assert_eq!(c.int(&["PEXPIRETIME", "s"]), (t + 2 + 3_600_000) as i64);
+    assert!(ttl > 0 && (ttl - pttl).abs() <= 50, "{ttl} vs {pttl}");
+    assert_eq!(
+        c.err(&["RL.INFO", "str"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
 }
 
 #[test]

@@ -11,8 +11,9 @@ use crate::docs::{CommandDoc, KEY};
 use crate::error::RlError;
 use crate::ffi::clock::server_now;
 use crate::ffi::command::Argv;
-use crate::ffi::key::LimiterKey;
+use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::reply::{self, Resp2};
+use crate::ffi::stream::StreamKey;
 
 /// RL.INFO's COMMAND DOCS.
 pub const DOC: CommandDoc = CommandDoc {
@@ -29,7 +30,9 @@ pub const DOC: CommandDoc = CommandDoc {
 /// `PEEK COST 0`, a block honoured), `blocked_ms` (0 when not blocked), the number of
 /// remembered `DEDUP` ids and `ttl_ms`; a flat array under RESP2, a map under RESP3; nil for a
 /// missing key. A key holding only a block (`RL.BLOCK` on a missing key) has `algorithm none`
-/// and no parameters or limiter reply.
+/// and no parameters or limiter reply. A stream key of RL.STREAMCOUNT is described as
+/// `algorithm streamcount`, its `entries` and `ttl_ms` (its total needs a window, which the key
+/// does not hold).
 pub struct Info;
 
 impl Run for Info {
@@ -42,6 +45,20 @@ impl Run for Info {
         let name = argv.get(1).ok_or(RlError::Arity)?;
         let mut key = LimiterKey::open_read(ctx, name);
         let ttl_ms = key.ttl_ms();
+        if matches!(key.holding(), Holding::Stream) {
+            drop(key);
+            let entries = StreamKey::open(ctx, name, false).len();
+            let fields = [
+                ("algorithm", RedisValue::BulkString("streamcount".into())),
+                (
+                    "entries",
+                    RedisValue::Integer(i64::try_from(entries).unwrap_or(i64::MAX)),
+                ),
+                ("ttl_ms", RedisValue::Integer(ttl_ms)),
+            ];
+            reply::fields(ctx, Resp2::NamesAndValues, fields.into_iter());
+            return Ok(());
+        }
         let Some(state) = key.limiter_copy(this.name_str())? else {
             reply::null(ctx);
             return Ok(());
