@@ -212,6 +212,38 @@ fn limiter_commands_refuse_a_stream_key_alike() {
     assert_eq!(c.info_field("replication", "master_repl_offset"), offset);
 }
 
+/// Two windows on one stream ("so many a minute and so many an hour") keep the longer one's
+/// entries and expiry: a one-minute call neither trims what the hour still counts (also right
+/// after a reload, when no running total is known) nor shortens the key's life to a minute.
+#[test]
+fn a_shorter_window_never_drops_what_a_longer_one_counts() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    // 600 entries over 50 minutes (one each 5 s), counted by the hour window.
+    for i in 0..600u64 {
+        assert_eq!(
+            c.int(&args!["RL.STREAMCOUNT", "s", "1h", "AT", t + i * 5_000]),
+            (i + 1) as i64
+        );
+    }
+    let last = t + 599 * 5_000;
+    c.ok(&["DEBUG", "RELOAD"]);
+    // A one-minute call after the reload: the entries of its minute (12 of them, the last at
+    // `last`), and its own.
+    let at = last + 1;
+    assert_eq!(c.int(&args!["RL.STREAMCOUNT", "s", "1m", "AT", at]), 12 + 1);
+    // The hour still holds all 600 and the new one.
+    assert_eq!(
+        c.int(&args!["RL.STREAMCOUNT", "s", "1h", "ADD", 0, "AT", at + 1]),
+        601
+    );
+    // The key lives an hour after the last hour-window call, not a minute after the
+    // one-minute call.
+    assert_eq!(c.int(&["PEXPIRETIME", "s"]), (last + 3_600_000) as i64);
+    assert!(c.int(&["XLEN", "s"]) >= 601);
+}
+
 /// SPEC "RL.INFO": a stream key of RL.STREAMCOUNT is described as `algorithm streamcount`, its
 /// entries and its TTL (no total: that needs a window); another type is WRONGTYPE.
 #[test]

@@ -29,6 +29,7 @@ use crate::core::stream_count::{
     self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
     window_start_ms,
 };
+use crate::core::time::US_PER_MS;
 use crate::docs::{AT, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
@@ -201,7 +202,20 @@ pub fn run(
     guard.tally = match kind {
         Kind::Other => return Err(RlError::WrongType),
         Kind::Missing => Tally::missing(window_ms(req.window), cut),
-        Kind::Stream => Tally::current(cached, &Entries(&key), window_ms(req.window), cut)?,
+        Kind::Stream => {
+            let mut t = Tally::current(cached, &Entries(&key), window_ms(req.window), cut)?;
+            if cached.is_none() {
+                // No running total of this key in this process (a restart, a reload, an evicted
+                // or dropped tally): the windows used on it before are not known, so the trim
+                // keeps what the stream holds now (a one-minute call never drops what an hour's
+                // window of before still counts).
+                let held = key
+                    .first()
+                    .map_or(0, |first| (now / US_PER_MS).saturating_sub(first.ms));
+                t.longest_ms = t.longest_ms.max(held);
+            }
+            t
+        }
     };
     // A missing key has no tally to keep (its creation, by whoever, starts afresh).
     guard.keep = kind == Kind::Stream;
@@ -265,9 +279,12 @@ pub fn run(
         tally_cache::own_event(|| notify_as(ctx, Class::Stream, c"xtrim", name));
     }
 
-    // `window` after the evaluation time, and no earlier than a call behind the clock keeps it.
+    // `window` after the evaluation time, and no earlier than a call behind the clock keeps it;
+    // never earlier than it was (a shorter window's call must not expire what a longer one
+    // still counts). A stream without expiry gets one.
     let expire_at = eval.expiry(now.saturating_add(req.window)).ms;
-    if key.expire_at() != expire_at {
+    let current = key.expire_at();
+    if current < 0 || current < expire_at {
         key.set_expire_at(expire_at);
         // A time from `ceil_ms`: never negative.
         let mut at_buf = [0u8; U64_DIGITS];
