@@ -50,8 +50,14 @@ class RateLimiter {
 
   /** RL.CHECK: the PEEK reply from a read-only command. */
   check(key, spec, opts = {}) {
-    const o = { cost: opts.cost, bestEffort: opts.bestEffort, at: opts.at };
-    return this.result(["RL.CHECK", key, spec.word, ...spec.params, ...c.optionArgs(o)], opts.cost ?? 1);
+    const o = { cost: opts.cost, bestEffort: opts.bestEffort, detail: opts.detail, at: opts.at };
+    return this.result(["RL.CHECK", key, ...c.specArgs(spec), ...c.optionArgs(o)], opts.cost ?? 1);
+  }
+
+  /** RL.CHECKALL: the PEEK reply of all() from a read-only command (runs on replicas). */
+  checkAll(limiters, opts = {}) {
+    const o = { cost: opts.cost, detail: opts.detail, at: opts.at };
+    return this.result(["RL.CHECKALL", ...c.allArgs(limiters), ...c.optionArgs(o)], opts.cost ?? 1);
   }
 
   async refund(key, units, opts = {}) {
@@ -68,8 +74,9 @@ class RateLimiter {
 
   acquire(key, limit, lease, id, opts = {}) {
     const s = c.limiters.concurrency(limit, lease);
-    const o = { cost: opts.cost, peek: opts.peek, block: opts.block, at: opts.at };
-    return this.result(["RL.ACQUIRE", key, ...s.params, "ID", id, ...c.optionArgs(o)], opts.cost ?? 1);
+    const o = { cost: opts.cost, peek: opts.peek, block: opts.block, detail: opts.detail, at: opts.at };
+    const wait = opts.wait == null ? [] : ["WAIT", c.durationArg(opts.wait)];
+    return this.result(["RL.ACQUIRE", key, ...s.params, "ID", id, ...c.optionArgs(o), ...wait], opts.cost ?? 1);
   }
   async release(key, id, opts = {}) { return Number(await this.send(["RL.RELEASE", key, id, ...c.atArgs(opts)])); }
 

@@ -65,8 +65,9 @@ class Result {
 }
 
 function parseDetail(entry) {
+  // A map (object, Map, or ioredis' flat [name, value, ...] RESP3 array) or RESP2's positional array.
   const d = named(entry);
-  const vals = d && !Array.isArray(entry) ? DETAIL.map((n) => d[n]) : DETAIL.map((_, i) => entry[i]);
+  const vals = d && "window_ms" in d ? DETAIL.map((n) => d[n]) : DETAIL.map((_, i) => entry[i]);
   return Object.freeze({
     name: text(vals[0]), key: text(vals[1]), cost: int(vals[2]), granted: int(vals[3]),
     limit: int(vals[4]), remaining: int(vals[5]), retryAfterMs: int(vals[6]),
@@ -144,39 +145,68 @@ function timeArg(t) {
   return Number.isInteger(t) ? String(t) : t.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
 }
 
-// Limiter specifications: { command, word, quota, windowMs, params }.
-function spec(command, word, quota, windowMs, params) {
-  return Object.freeze({ command, word, quota, windowMs, params: Object.freeze(params) });
+// Limiter specifications: { command, word, quota, windowMs, params, charge, name }. `params`
+// are the positional arguments and own options after the key; `charge` and `name` (CHARGE n,
+// NAME name) are written after them in RL.ALL, RL.CHECK and RL.CHECKALL only.
+const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+const CALENDAR = ["day", "week", "month", "quarter", "year"];
+
+function spec(command, word, quota, windowMs, params, o = {}) {
+  const charge = o.charge == null ? null : count(o.charge, "charge", 0);
+  const name = o.name == null ? null : String(o.name);
+  if (name != null && !NAME.test(name)) throw new RangeError(`a limiter name is 1-64 of letters, digits, _ - . :, not ${JSON.stringify(name)}`);
+  return Object.freeze({ command, word, quota, windowMs, params: Object.freeze(params), charge, name });
 }
+
+/** A copy of a limiter spec named `name` in detailed replies. */
+const named_ = (s, name) => spec(s.command, s.word, s.quota, s.windowMs, [...s.params], { charge: s.charge, name });
+
+/** The limiter as RL.ALL writes it: word, params, CHARGE n, NAME name. */
+function specArgs(s) {
+  return [s.word, ...s.params, ...(s.charge == null ? [] : ["CHARGE", String(s.charge)]),
+    ...(s.name == null ? [] : ["NAME", s.name])];
+}
+
 const refillMs = (amount, period, per) => Math.ceil((amount * durationMs(period)) / per);
 
+function fixedSpec(limit, window, o = {}) {
+  const calendar = CALENDAR.includes(window);
+  if (!calendar && (o.tz != null || o.anchor != null)) {
+    throw new RangeError(`tz and anchor need a calendar window (${CALENDAR.join(", ")})`);
+  }
+  const params = [String(limit), calendar ? window : durationArg(window)];
+  if (o.offset != null) params.push("OFFSET", o.offset === 0 || o.offset === "0" ? "0" : durationArg(o.offset));
+  if (o.tz != null) params.push("TZ", String(o.tz));
+  if (o.anchor != null) params.push("ANCHOR", String(o.anchor));
+  // A calendar window's length varies: 0 here, a detailed reply's windowMs gives the current one.
+  return spec("RL.FIXED", "FIXED", count(limit, "limit"), calendar ? 0 : durationMs(window), params, o);
+}
+
 const limiters = {
-  gcra: (burst, rate, period) =>
+  gcra: (burst, rate, period, o) =>
     spec("RL.GCRA", "GCRA", count(burst, "burst"), refillMs(burst, period, count(rate, "rate")),
-      [String(burst), String(rate), durationArg(period)]),
-  tokenBucket: (capacity, refill, period) =>
+      [String(burst), String(rate), durationArg(period)], o),
+  tokenBucket: (capacity, refill, period, o) =>
     spec("RL.TOKENBUCKET", "TOKENBUCKET", count(capacity, "capacity"),
       refillMs(capacity, period, count(refill, "refill")),
-      [String(capacity), String(refill), durationArg(period)]),
-  leakyBucket: (capacity, rate, period) =>
+      [String(capacity), String(refill), durationArg(period)], o),
+  leakyBucket: (capacity, rate, period, o) =>
     spec("RL.LEAKYBUCKET", "LEAKYBUCKET", count(capacity, "capacity"),
       refillMs(capacity, period, count(rate, "rate")),
-      [String(capacity), String(rate), durationArg(period)]),
-  fixed: (limit, window, { offset } = {}) =>
-    spec("RL.FIXED", "FIXED", count(limit, "limit"), durationMs(window),
-      [String(limit), durationArg(window),
-        ...(offset == null ? [] : ["OFFSET", offset === 0 || offset === "0" ? "0" : durationArg(offset)])]),
-  sliding: (limit, window, { precision } = {}) =>
+      [String(capacity), String(rate), durationArg(period)], o),
+  fixed: fixedSpec,
+  sliding: (limit, window, o = {}) =>
     spec("RL.SLIDING", "SLIDING", count(limit, "limit"), durationMs(window),
-      [String(limit), durationArg(window), ...(precision == null ? [] : ["PRECISION", durationArg(precision)])]),
-  slidingCounter: (limit, window) =>
+      [String(limit), durationArg(window), ...(o.precision == null ? [] : ["PRECISION", durationArg(o.precision)])], o),
+  slidingCounter: (limit, window, o) =>
     spec("RL.SLIDINGCOUNTER", "SLIDINGCOUNTER", count(limit, "limit"), durationMs(window),
-      [String(limit), durationArg(window)]),
-  concurrency: (limit, lease) =>
-    spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)]),
+      [String(limit), durationArg(window)], o),
+  concurrency: (limit, lease, o) =>
+    spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)], o),
 };
 
-/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, block, at. */
+/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, block, delay,
+ * detail, at. */
 function optionArgs(o = {}) {
   const out = [];
   const cost = o.cost == null ? 1 : count(o.cost, "cost", 0);
@@ -185,6 +215,8 @@ function optionArgs(o = {}) {
   if (o.bestEffort) out.push("BESTEFFORT");
   if (o.dedup != null) out.push("DEDUP", o.dedup);
   if (o.block != null) out.push("BLOCK", durationArg(o.block));
+  if (o.delay != null) out.push("DELAY", durationArg(o.delay));
+  if (o.detail) out.push("DETAIL");
   if (o.at != null) out.push("AT", timeArg(o.at));
   return out;
 }
@@ -194,10 +226,11 @@ const atArgs = (o = {}) => (o.at == null ? [] : ["AT", timeArg(o.at)]);
 function allArgs(list) {
   const pairs = Array.isArray(list) ? list : Object.entries(list);
   if (pairs.length === 0) throw new RangeError("RL.ALL needs at least one limiter");
-  return [String(pairs.length), ...pairs.map(([k]) => k), ...pairs.flatMap(([, s]) => [s.word, ...s.params])];
+  return [String(pairs.length), ...pairs.map(([k]) => k), ...pairs.flatMap(([, s]) => specArgs(s))];
 }
 
 module.exports = {
   Result, parseResult, parseOptionalResult, parseInfo, parseThrottle, parseStreamCount,
-  durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, limiters, count,
+  durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, specArgs, limiters, count,
+  named: named_, CALENDAR,
 };

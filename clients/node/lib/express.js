@@ -2,6 +2,7 @@
 // Express middleware (works with any (req, res, next) framework that has res.setHeader).
 
 const { rateLimitHeaders } = require("./headers");
+const { named } = require("./core");
 
 function withTimeout(promise, ms) {
   let timer;
@@ -17,6 +18,8 @@ function withTimeout(promise, ms) {
  * client). A denied request is answered 429 with Retry-After (413 without it when it can never
  * pass); every answer carries RateLimit-Policy and RateLimit. onError "open" lets requests
  * through when Redis does not answer within `timeout` ms, "closed" (the default) answers 503.
+ * detail: true asks RL.ALL for a detailed reply, each limiter named by its name in `limits` (a
+ * single one "default"), so that the headers carry one item per limiter from the reply.
  */
 function rateLimit(options) {
   const { limiter, limits } = options;
@@ -28,6 +31,10 @@ function rateLimit(options) {
   const timeout = options.timeout ?? 500;
   const prefix = options.prefix ?? "rl:";
   const single = typeof limits.word === "string";
+  const detail = Boolean(options.detail);
+  const namedSpecs = detail
+    ? (single ? [["", named(limits, "default")]] : Object.entries(limits).map(([n, s]) => [n, named(s, n)]))
+    : null;
 
   return async function rateLimitMiddleware(req, res, next) {
     let units;
@@ -35,7 +42,9 @@ function rateLimit(options) {
     try {
       const client = String(await key(req));
       units = Number(await cost(req));
-      const call = single
+      const call = detail
+        ? limiter.all(namedSpecs.map(([n, s]) => [single ? `${prefix}${client}` : `${prefix}{${client}}:${n}`, s]), { cost: units, detail: true })
+        : single
         ? limiter.apply(`${prefix}${client}`, limits, { cost: units })
         : limiter.all(Object.entries(limits).map(([n, s]) => [`${prefix}{${client}}:${n}`, s]), { cost: units });
       result = await withTimeout(call, timeout);

@@ -11,9 +11,18 @@ function sfString(value) {
 
 const named = (limits) => (limits && typeof limits.word === "string" ? { default: limits } : limits);
 
+const policyItem = (name, q, windowMs) => `${sfString(name)};q=${q}${windowMs ? `;w=${ceilS(windowMs)}` : ""}`;
+
+/** RateLimit-Policy of a detailed result: one item per limiter of the reply (its name, q = its
+ * limit, w = its windowMs in seconds rounded up, none for a concurrency limiter), joined by ","
+ * as in the draft's examples: "burst";q=100;w=60,"daily";q=1000;w=86400. */
+function detailedPolicy(result) {
+  return result.limiters.map((d) => policyItem(d.name, d.limit, d.windowMs)).join(",");
+}
+
 function ratelimitPolicy(limits) {
   return Object.entries(named(limits))
-    .map(([name, s]) => `${sfString(name)};q=${s.quota}${s.windowMs ? `;w=${ceilS(s.windowMs)}` : ""}`)
+    .map(([name, s]) => policyItem(name, s.quota, s.windowMs))
     .join(", ");
 }
 
@@ -21,19 +30,22 @@ const item = (name, r, t) => `${sfString(name)};r=${Math.max(r, 0)};t=${Math.max
 
 function ratelimit(result, limits) {
   if (result.limiters && result.limiters.length) {
-    return result.limiters.map((d) => item(d.name, d.remaining, ceilS(d.resetAfterMs))).join(", ");
+    return result.limiters.map((d) => item(d.name, d.remaining, ceilS(d.resetAfterMs))).join(",");
   }
   const pairs = Object.entries(named(limits));
   const match = pairs.find(([, s]) => s.quota === result.limit) || pairs[0] || ["default"];
   return item(match[0], result.remaining, ceilS(result.resetAfterMs));
 }
 
-/** RateLimit-Policy, RateLimit and (denied, not never) Retry-After for a result. */
+/** RateLimit-Policy, RateLimit and (denied, not never) Retry-After for a result. A detailed
+ * result gives one item per limiter from the reply alone. */
 function rateLimitHeaders(result, limits) {
-  const out = { "RateLimit-Policy": ratelimitPolicy(limits), RateLimit: ratelimit(result, limits) };
+  const detailed = result.limiters && result.limiters.length > 0;
+  const policy = detailed ? detailedPolicy(result) : ratelimitPolicy(limits);
+  const out = { "RateLimit-Policy": policy, RateLimit: ratelimit(result, limits) };
   const retry = result.retryAfterHeader;
   if (retry != null) out["Retry-After"] = String(retry);
   return out;
 }
 
-module.exports = { rateLimitHeaders, ratelimitPolicy, ratelimit, sfString };
+module.exports = { rateLimitHeaders, ratelimitPolicy, detailedPolicy, ratelimit, sfString };

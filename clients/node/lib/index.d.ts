@@ -9,7 +9,9 @@ export type Duration = number | string;
 export type Time = number | Date;
 export type Key = string | Buffer;
 
-/** One limiter of a detailed reply (DETAIL, coming with the module's metering work). */
+/** One limiter of a detailed reply (DETAIL): its name (NAME, else its key), the units asked of
+ * it (cost), its own limiter reply, the time over which limit applies (windowMs; 0 for a
+ * concurrency limiter) and the policy it came from, if any. */
 export interface LimiterDetail {
   readonly name: string;
   readonly key: string;
@@ -22,6 +24,8 @@ export interface LimiterDetail {
   readonly windowMs: number;
   readonly policy: string | null;
 }
+
+export type Reason = "granted" | "limit" | "blocked" | "never" | "shadow";
 
 /** The limiter reply of every RL.* limiter command, from RESP2 and RESP3 alike. */
 export declare class Result {
@@ -37,8 +41,11 @@ export declare class Result {
   readonly resetAfterMs: number;
   /** retryAfterMs is -1: waiting will not help; send no Retry-After. */
   readonly never: boolean;
+  /** Detailed replies only (detail: true): the name of the limiter that denied the call. */
   readonly deniedBy: string | null;
-  readonly reason: string | null;
+  /** Detailed replies only: "granted", "limit", "blocked", "never" or "shadow"; null otherwise. */
+  readonly reason: Reason | null;
+  /** Detailed replies only: one entry per limiter, in key order; empty otherwise. */
   readonly limiters: readonly LimiterDetail[];
   /** Seconds until the same request would pass; null when never. */
   readonly retryAfter: number | null;
@@ -77,15 +84,38 @@ export interface Limiter {
   /** The time over which quota applies (w); 0 for a concurrency limiter. */
   readonly windowMs: number;
   readonly params: readonly string[];
+  /** CHARGE n in RL.ALL / RL.CHECK / RL.CHECKALL: units asked of this limiter instead of the cost. */
+  readonly charge: number | null;
+  /** NAME name: its name in a detailed reply (the key by default). */
+  readonly name: string | null;
 }
 
-export declare function gcra(burst: number, rate: number, period: Duration): Limiter;
-export declare function tokenBucket(capacity: number, refill: number, period: Duration): Limiter;
-export declare function leakyBucket(capacity: number, rate: number, period: Duration): Limiter;
-export declare function fixed(limit: number, window: Duration, options?: { offset?: Duration }): Limiter;
-export declare function sliding(limit: number, window: Duration, options?: { precision?: Duration }): Limiter;
-export declare function slidingCounter(limit: number, window: Duration): Limiter;
-export declare function concurrency(limit: number, lease: Duration): Limiter;
+/** Per-limiter options of RL.ALL, RL.CHECK and RL.CHECKALL. */
+export interface SpecOptions {
+  /** Units asked of this limiter instead of the call's cost (CHARGE n, n >= 0). */
+  charge?: number;
+  /** Its name in a detailed reply (NAME; 1-64 of letters, digits, _ - . :). */
+  name?: string;
+}
+
+/** A calendar window of RL.FIXED, in the time zone tz. */
+export type Calendar = "day" | "week" | "month" | "quarter" | "year";
+
+export interface FixedOptions {
+  offset?: Duration;
+  /** A calendar window's time zone: an IANA name ("Europe/Paris") or an offset ("+05:30"); UTC by default. */
+  tz?: string;
+  /** A calendar window's start: "mon".."sun" for a week, the day of the month, "04-15" for a year or quarter. */
+  anchor?: string | number;
+}
+
+export declare function gcra(burst: number, rate: number, period: Duration, options?: SpecOptions): Limiter;
+export declare function tokenBucket(capacity: number, refill: number, period: Duration, options?: SpecOptions): Limiter;
+export declare function leakyBucket(capacity: number, rate: number, period: Duration, options?: SpecOptions): Limiter;
+export declare function fixed(limit: number, window: Duration | Calendar, options?: FixedOptions & SpecOptions): Limiter;
+export declare function sliding(limit: number, window: Duration, options?: { precision?: Duration } & SpecOptions): Limiter;
+export declare function slidingCounter(limit: number, window: Duration, options?: SpecOptions): Limiter;
+export declare function concurrency(limit: number, lease: Duration, options?: SpecOptions): Limiter;
 export declare function durationMs(d: Duration): number;
 
 export interface LimiterOptions {
@@ -95,6 +125,26 @@ export interface LimiterOptions {
   dedup?: string | Buffer;
   block?: Duration;
   at?: Time;
+  /** A detailed reply: deniedBy, reason and one entry per limiter (DETAIL). */
+  detail?: boolean;
+}
+
+/** DELAY d: a request allowed within d is granted now; retryAfterMs is the wait before acting
+ * (RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET and RL.ALL). */
+export interface DelayOptions {
+  delay?: Duration;
+}
+
+export interface CheckOptions { cost?: number; bestEffort?: boolean; at?: Time; detail?: boolean }
+export interface CheckAllOptions { cost?: number; at?: Time; detail?: boolean }
+export interface AcquireOptions {
+  cost?: number;
+  peek?: boolean;
+  block?: Duration;
+  at?: Time;
+  detail?: boolean;
+  /** WAIT: block until the lease fits (first come, first served), up to this long. */
+  wait?: Duration;
 }
 
 export type Limiters = Record<string, Limiter> | ReadonlyArray<readonly [Key, Limiter]>;
@@ -116,21 +166,22 @@ export type Client = { call(...args: any[]): Promise<unknown> } | { sendCommand(
 export declare class RateLimiter {
   constructor(client: Client);
   readonly client: Client;
-  apply(key: Key, spec: Limiter, options?: LimiterOptions): Promise<Result>;
-  gcra(key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions): Promise<Result>;
-  tokenBucket(key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions): Promise<Result>;
-  leakyBucket(key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions): Promise<Result>;
-  fixed(key: Key, limit: number, window: Duration, options?: LimiterOptions & { offset?: Duration }): Promise<Result>;
+  apply(key: Key, spec: Limiter, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  gcra(key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  tokenBucket(key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  leakyBucket(key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  fixed(key: Key, limit: number, window: Duration | Calendar, options?: LimiterOptions & FixedOptions): Promise<Result>;
   sliding(key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }): Promise<Result>;
   slidingCounter(key: Key, limit: number, window: Duration, options?: LimiterOptions): Promise<Result>;
-  all(limiters: Limiters, options?: LimiterOptions): Promise<Result>;
-  check(key: Key, spec: Limiter, options?: { cost?: number; bestEffort?: boolean; at?: Time }): Promise<Result>;
+  all(limiters: Limiters, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  check(key: Key, spec: Limiter, options?: CheckOptions): Promise<Result>;
+  /** RL.CHECKALL: would all() grant this request? Read-only, runs on replicas. */
+  checkAll(limiters: Limiters, options?: CheckAllOptions): Promise<Result>;
   refund(key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }): Promise<Result | null>;
   /** Returns the block's remaining ms. */
   block(key: Key, duration: Duration, options?: { at?: Time }): Promise<number>;
   unblock(key: Key): Promise<boolean>;
-  acquire(key: Key, limit: number, lease: Duration, id: string | Buffer,
-    options?: { cost?: number; peek?: boolean; block?: Duration; at?: Time }): Promise<Result>;
+  acquire(key: Key, limit: number, lease: Duration, id: string | Buffer, options?: AcquireOptions): Promise<Result>;
   release(key: Key, id: string | Buffer, options?: { at?: Time }): Promise<number>;
   withLease<T>(key: Key, limit: number, lease: Duration, fn: (lease: Lease) => Promise<T> | T,
     options?: { id?: string; cost?: number }): Promise<T>;
@@ -157,6 +208,9 @@ export interface RateLimitMiddlewareOptions<Req = any> {
   /** Milliseconds to wait for Redis (default 500). */
   timeout?: number;
   prefix?: string;
+  /** Ask for detailed replies (every limit through RL.ALL, each named by its name in limits, a
+   * single one "default"): the headers then carry one item per limiter from the reply. */
+  detail?: boolean;
 }
 
 /** Express middleware; sets req.rateLimit to the Result. */
@@ -193,18 +247,19 @@ interface ModuleCommand<A extends unknown[], R> {
 
 /** A node-redis v5 module: createClient({ modules: { rl: RateLimitModule } }), then client.rl.gcra(...). */
 export declare const RateLimitModule: {
-  gcra: ModuleCommand<[key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions], Result>;
-  tokenBucket: ModuleCommand<[key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions], Result>;
-  leakyBucket: ModuleCommand<[key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions], Result>;
-  fixed: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions & { offset?: Duration }], Result>;
+  gcra: ModuleCommand<[key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions & DelayOptions], Result>;
+  tokenBucket: ModuleCommand<[key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions & DelayOptions], Result>;
+  leakyBucket: ModuleCommand<[key: Key, capacity: number, rate: number, period: Duration, options?: LimiterOptions & DelayOptions], Result>;
+  fixed: ModuleCommand<[key: Key, limit: number, window: Duration | Calendar, options?: LimiterOptions & FixedOptions], Result>;
   sliding: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }], Result>;
   slidingCounter: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions], Result>;
-  all: ModuleCommand<[limiters: Limiters, options?: LimiterOptions], Result>;
-  check: ModuleCommand<[key: Key, spec: Limiter, options?: { cost?: number; bestEffort?: boolean; at?: Time }], Result>;
+  all: ModuleCommand<[limiters: Limiters, options?: LimiterOptions & DelayOptions], Result>;
+  check: ModuleCommand<[key: Key, spec: Limiter, options?: CheckOptions], Result>;
+  checkAll: ModuleCommand<[limiters: Limiters, options?: CheckAllOptions], Result>;
   refund: ModuleCommand<[key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }], Result | null>;
   block: ModuleCommand<[key: Key, duration: Duration, options?: { at?: Time }], number>;
   unblock: ModuleCommand<[key: Key], boolean>;
-  acquire: ModuleCommand<[key: Key, limit: number, lease: Duration, id: string | Buffer, options?: { cost?: number; peek?: boolean; block?: Duration; at?: Time }], Result>;
+  acquire: ModuleCommand<[key: Key, limit: number, lease: Duration, id: string | Buffer, options?: AcquireOptions], Result>;
   release: ModuleCommand<[key: Key, id: string | Buffer, options?: { at?: Time }], number>;
   streamCount: ModuleCommand<[key: Key, window: Duration, options?: { add?: number; limit?: number; at?: Time }], StreamCount>;
   throttle: ModuleCommand<[key: Key, maxBurst: number, countPerPeriod: number, periodS: number, quantity?: number], ThrottleResult>;

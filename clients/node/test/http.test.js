@@ -45,6 +45,60 @@ test("headers: the draft's examples", () => {
   assert.equal(rl.rateLimitHeaders(d, { rpm: rl.gcra(60, 60, "1m") }).RateLimit, '"rpm";r=0;t=60');
 });
 
+test("headers: one item per limiter of a detailed result, as the draft's examples", () => {
+  // "burst";q=100;w=60,"daily";q=1000;w=86400: q the limit, w windowMs in seconds rounded up
+  // (none for a concurrency limiter), r the remaining, t the reset in seconds rounded up.
+  const d = (name, limit, remaining, resetAfterMs, windowMs) =>
+    ({ name, key: `{u}:${name}`, cost: 1, granted: 1, limit, remaining, retryAfterMs: 0, resetAfterMs, windowMs, policy: null });
+  const limiters = [d("burst", 100, 50, 30000, 60000), d("daily", 1000, 900, 43199001, 86400000),
+    d("tpm", 9000, 6000, 2000, 1500), d("inflight", 5, 4, 30000, 0)];
+  const r = new rl.Result(1, 9000, 6000, 0, 43199001, 1, { deniedBy: null, reason: "granted", limiters });
+  assert.deepEqual(rl.rateLimitHeaders(r, rl.gcra(1, 1, "1s")), {
+    "RateLimit-Policy": '"burst";q=100;w=60,"daily";q=1000;w=86400,"tpm";q=9000;w=2,"inflight";q=5',
+    RateLimit: '"burst";r=50;t=30,"daily";r=900;t=43200,"tpm";r=6000;t=2,"inflight";r=4;t=30',
+  });
+  const denied = new rl.Result(0, 100, 0, 1, 30000, 1, { deniedBy: "burst", reason: "limit", limiters: limiters.slice(0, 1) });
+  assert.deepEqual(rl.rateLimitHeaders(denied, {}), {
+    "RateLimit-Policy": '"burst";q=100;w=60', RateLimit: '"burst";r=50;t=30', "Retry-After": "1",
+  });
+});
+
+test("express middleware with detail: one header item per named limiter", async () => {
+  const client = new Redis(server.port, "127.0.0.1", { protocol: 3 });
+  const app = express();
+  const limiter = new rl.RateLimiter(client);
+  app.use("/many", rl.rateLimit({
+    limiter, key: (req) => req.get("X-Api-Key"), detail: true,
+    limits: { burst: rl.gcra(5, 5, "10s"), daily: rl.fixed(3, "1d") },
+  }));
+  app.use("/one", rl.rateLimit({ limiter, key: (req) => req.get("X-Api-Key"), detail: true, limits: rl.gcra(2, 2, "10s"), prefix: "one:" }));
+  app.get(["/many", "/one"], (req, res) => res.send("ok"));
+  const http = await listen(app);
+  try {
+    const day = 86400000;
+    const before = Math.ceil((day - (Date.now() % day)) / 1000);
+    let res = await get(http.base, "/many", "d");
+    const after = Math.ceil((day - (Date.now() % day)) / 1000);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("RateLimit-Policy"), '"burst";q=5;w=10,"daily";q=3;w=86400');
+    // burst: one unit used, back in 2 s; daily: 2 left until the UTC day ends.
+    const expected = [];
+    for (let t = after; t <= before; t++) expected.push(`"burst";r=4;t=2,"daily";r=2;t=${t}`);
+    assert.ok(expected.includes(res.headers.get("RateLimit")), res.headers.get("RateLimit"));
+    assert.equal(await client.exists("rl:{d}:burst", "rl:{d}:daily"), 2);
+    res = await get(http.base, "/one", "s");
+    assert.equal(res.headers.get("RateLimit-Policy"), '"default";q=2;w=10');
+    assert.equal(res.headers.get("RateLimit"), '"default";r=1;t=5');
+    await get(http.base, "/one", "s");
+    res = await get(http.base, "/one", "s");
+    assert.equal(res.status, 429);
+    assert.ok(["4", "5"].includes(res.headers.get("Retry-After")));
+  } finally {
+    await http.close();
+    client.disconnect();
+  }
+});
+
 test("express middleware: 200, 429 with Retry-After, 413 without", async () => {
   const client = new Redis(server.port, "127.0.0.1");
   const app = express();

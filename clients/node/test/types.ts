@@ -5,7 +5,7 @@ import express from "express";
 import { rateLimit as expressRateLimit } from "express-rate-limit";
 import {
   RateLimiter, RateLimitModule, RateLimitStore, Result, gcra, fixed, rateLimit, rateLimitHeaders,
-  installIoredis, RateLimitExceeded,
+  installIoredis, RateLimitExceeded, tokenBucket, LimiterDetail, Reason,
 } from "redis-ratelimit-client";
 
 async function usage(): Promise<void> {
@@ -29,14 +29,28 @@ async function usage(): Promise<void> {
   }
   installIoredis(io, Redis.Command);
 
+  const specs = { "{t}:rpm": gcra(60, 60, "1m", { name: "rpm" }), "{t}:tpm": tokenBucket(9000, 1500, "1s", { name: "tpm", charge: 3000 }) };
+  const detailed = await limiter.all(specs, { detail: true, delay: "1s" });
+  const entries: readonly LimiterDetail[] = detailed.limiters;
+  const reason: Reason | null = detailed.reason;
+  const deniedBy: string | null = detailed.deniedBy;
+  const checked: Result = await limiter.checkAll(specs, { cost: 2, detail: true });
+  const month: Result = await limiter.fixed("m", 10000, "month", { tz: "Europe/Paris", anchor: 15, detail: true });
+  const waited: Result = await limiter.acquire("jobs", 5, "30s", "id", { wait: "2s", detail: true });
+  const quota = fixed(10, "year", { anchor: "04-15", name: "yearly", charge: 2 });
+  void [entries, reason, deniedBy, checked, month, waited, quota.name, quota.charge];
+
   const nr = createClient({ modules: { rl: RateLimitModule } });
   const res: Result = await nr.rl.gcra("k", 10, 5, "1s", { at: Date.now() });
   const refund: Result | null = await nr.rl.refund("k", 1);
+  const nrCheck: Result = await nr.rl.checkAll(specs, { detail: true });
+  void nrCheck;
   const plain = new RateLimiter(createClient());
   void [res, refund, plain];
 
   const app = express();
   app.use(rateLimit({ limiter, limits: gcra(5, 5, "10s"), key: (req: express.Request) => req.ip ?? "", onError: "open", timeout: 200 }));
+  app.use(rateLimit({ limiter, limits: { burst: gcra(5, 5, "10s"), daily: fixed(1000, "day") }, detail: true }));
   app.use(expressRateLimit({ windowMs: 60_000, limit: 100, store: new RateLimitStore({ client: io }) }));
 }
 void usage;

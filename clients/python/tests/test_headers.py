@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from redis_ratelimit_client import GCRA, Concurrency, Fixed, Result, TokenBucket, rate_limit_headers
+from redis_ratelimit_client import (
+    GCRA,
+    Concurrency,
+    Fixed,
+    LimiterDetail,
+    Result,
+    TokenBucket,
+    rate_limit_headers,
+)
 from redis_ratelimit_client._commands import parse_result
 from redis_ratelimit_client.headers import ratelimit_policy, sf_string
 
@@ -103,3 +111,29 @@ def test_parse_shapes() -> None:
     assert h["RateLimit"] == '"rpm";r=0;t=60' and h["Retry-After"] == "1"
     with pytest.raises(TypeError):
         parse_result([1, 2, 3], 1)
+
+
+def test_detailed_result_one_item_per_limiter() -> None:
+    # As the draft's example "burst";q=100;w=60,"daily";q=1000;w=86400: one item per named
+    # limiter, q its limit, w its window_ms in seconds rounded up (none for a concurrency
+    # limiter), r its remaining, t its reset in seconds rounded up; items joined by ",".
+    limiters = (
+        LimiterDetail("burst", "{u}:b", 1, 1, 100, 50, 0, 30_000, 60_000),
+        LimiterDetail("daily", "{u}:d", 1, 1, 1000, 900, 0, 43_199_001, 86_400_000),
+        LimiterDetail("tpm", "{u}:t", 3000, 3000, 9000, 6000, 0, 2000, 1500),
+        LimiterDetail("inflight", "{u}:c", 1, 1, 5, 4, 0, 30_000, 0),
+    )
+    r = Result(True, 1, 9000, 6000, 0, 43_199_001, None, "granted", limiters)
+    h = rate_limit_headers(r, GCRA(1, 1, "1s"))  # the reply alone names the items
+    assert h == {
+        "RateLimit-Policy": '"burst";q=100;w=60,"daily";q=1000;w=86400,"tpm";q=9000;w=2,'
+        '"inflight";q=5',
+        "RateLimit": '"burst";r=50;t=30,"daily";r=900;t=43200,"tpm";r=6000;t=2,"inflight";r=4;t=30',
+    }
+    # Denied by one of them: Retry-After from the merged reply, never 0.
+    denied = Result(False, 0, 100, 0, 1, 30_000, "burst", "limit", limiters[:1])
+    assert rate_limit_headers(denied, {}) == {
+        "RateLimit-Policy": '"burst";q=100;w=60',
+        "RateLimit": '"burst";r=50;t=30',
+        "Retry-After": "1",
+    }

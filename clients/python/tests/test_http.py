@@ -169,6 +169,50 @@ def test_flask_decorator(server: RedisModuleServer) -> None:
     assert r3.headers["Retry-After"] in ("4", "5") and "Retry-After" not in r2.headers
 
 
+def test_flask_detailed_headers(server: RedisModuleServer) -> None:
+    client = redis.Redis(host=server.host, port=server.port, protocol=3)
+    client.flushdb()
+    app = flask.Flask(__name__)
+    limits = {"burst": GCRA(5, 5, "10s"), "daily": Fixed(3, "1d")}
+
+    @app.get("/hello")
+    @rate_limit(RateLimiter(client), limits, key=lambda: "d", detail=True)
+    def view() -> dict[str, bool]:
+        return {"ok": True}
+
+    day = 86_400_000
+    before = -(-(day - int(time.time() * 1000) % day) // 1000)
+    r = app.test_client().get("/hello")
+    after = -(-(day - int(time.time() * 1000) % day) // 1000)
+    assert r.status_code == 200
+    assert r.headers["RateLimit-Policy"] == '"burst";q=5;w=10,"daily";q=3;w=86400'
+    # burst: one unit used, back in 2 s; daily: 2 left until the UTC day ends.
+    assert r.headers["RateLimit"] in {
+        f'"burst";r=4;t=2,"daily";r=2;t={t}' for t in range(after, before + 1)
+    }
+    assert client.exists("rl:{d}:burst", "rl:{d}:daily") == 2
+
+
+def test_asgi_detailed_single_limit(server: RedisModuleServer) -> None:
+    async def main() -> None:
+        client = aioredis.Redis(host=server.host, port=server.port)
+        await client.flushdb()
+        app = RateLimitMiddleware(
+            hello, AsyncRateLimiter(client), GCRA(2, 2, "10s"), key=api_key, detail=True
+        )
+        s1, h1 = await asgi_get(app, "/", "s")
+        await asgi_get(app, "/", "s")
+        s3, h3 = await asgi_get(app, "/", "s")
+        assert (s1, s3) == (200, 429)
+        assert h1["ratelimit-policy"] == '"default";q=2;w=10'
+        assert h1["ratelimit"] == '"default";r=1;t=5'
+        assert h3["ratelimit"] in ('"default";r=0;t=10', '"default";r=0;t=9')
+        assert h3["retry-after"] in ("4", "5")
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 # Failing open and closed.
 
 TIMEOUT = 0.3

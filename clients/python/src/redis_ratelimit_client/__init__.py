@@ -11,6 +11,7 @@ if not result:
 
 from ._limiters import (
     GCRA,
+    Calendar,
     Concurrency,
     Duration,
     Fixed,
@@ -40,6 +41,7 @@ __all__ = [
     "GCRA",
     "AsyncLease",
     "AsyncRateLimiter",
+    "Calendar",
     "Concurrency",
     "Duration",
     "Fixed",

@@ -30,6 +30,7 @@ LIMITER_COMMANDS = (
     "RL.SLIDINGCOUNTER",
     "RL.ALL",
     "RL.CHECK",
+    "RL.CHECKALL",
     "RL.ACQUIRE",
     "RL.REFUND",
 )
@@ -184,6 +185,8 @@ def options(
     dedup: str | bytes | None = None,
     block: Duration | None = None,
     at: Time | None = None,
+    detail: bool = False,
+    delay: Duration | None = None,
 ) -> list[Arg]:
     """The shared options of the limiter commands, in the module's words."""
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
@@ -199,6 +202,10 @@ def options(
         out += ["DEDUP", dedup]
     if block is not None:
         out += ["BLOCK", duration_arg(block)]
+    if delay is not None:
+        out += ["DELAY", duration_arg(delay)]
+    if detail:
+        out.append("DETAIL")
     if at is not None:
         out += ["AT", time_arg(at)]
     return out
@@ -209,7 +216,7 @@ def at_option(at: Time | None) -> list[Arg]:
 
 
 def all_args(limiters: Limiters) -> list[Arg]:
-    """``numkeys key [key ...] limiter [limiter ...]`` of RL.ALL."""
+    """``numkeys key [key ...] limiter [limiter ...]`` of RL.ALL and RL.CHECKALL."""
     pairs: Sequence[tuple[Key, Limiter]] = (
         list(limiters.items()) if isinstance(limiters, Mapping) else list(limiters)
     )

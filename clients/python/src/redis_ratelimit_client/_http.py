@@ -35,7 +35,10 @@ class HttpLimit:
     when Redis cannot answer within ``timeout`` seconds (down, paused, unreachable),
     ``"closed"`` answers ``error_status`` (503). ``status`` (429) answers a denied request that
     may be retried, with ``Retry-After``; ``never_status`` (413) one that can never pass (its
-    cost is above the limit), without ``Retry-After``.
+    cost is above the limit), without ``Retry-After``. ``detail``: ask for a detailed reply
+    (every limit through RL.ALL, each named by its name in ``limits``, a single one ``default``),
+    so that the headers carry one item per limiter from the reply itself (``q``, ``w``, ``r``,
+    ``t`` of each); names must then be valid limiter names (letters, digits, ``_-.:``).
     """
 
     limits: Limiter | Mapping[str, Limiter]
@@ -45,8 +48,11 @@ class HttpLimit:
     status: int = 429
     never_status: int = 413
     error_status: int = 503
+    detail: bool = False
 
     def __post_init__(self) -> None:
+        if self.detail:
+            self._detailed_specs("")
         if self.on_error not in ("open", "closed"):
             raise ValueError('on_error must be "open" or "closed"')
         if not self.timeout > 0:
@@ -56,8 +62,18 @@ class HttpLimit:
     def named(self) -> Mapping[str, Limiter]:
         return {"default": self.limits} if isinstance(self.limits, Limiter) else self.limits
 
+    def _detailed_specs(self, client_key: str) -> dict[Key, Limiter]:
+        if isinstance(self.limits, Limiter):
+            return {f"{self.prefix}{client_key}": self.limits.named("default")}
+        return {
+            f"{self.prefix}{{{client_key}}}:{name}": spec.named(name)
+            for name, spec in self.limits.items()
+        }
+
     def call(self, limiter: Any, client_key: str, cost: int) -> Any:
         """The limiter call for ``client_key``: a Result, or an awaitable of one."""
+        if self.detail:
+            return limiter.all(self._detailed_specs(client_key), cost=cost, detail=True)
         if isinstance(self.limits, Limiter):
             return limiter.apply(f"{self.prefix}{client_key}", self.limits, cost=cost)
         keys: dict[Key, Limiter] = {

@@ -14,7 +14,9 @@ def ceil_seconds(ms: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LimiterDetail:
-    """One limiter of a detailed reply (``DETAIL``, coming with the module's metering work)."""
+    """One limiter of a detailed reply (``DETAIL``): its ``name`` (``NAME``, else its key), the
+    units asked of it (``cost``), its own limiter reply, the time over which ``limit`` applies
+    (``window_ms``; 0 for a concurrency limiter) and the policy it came from, if any."""
 
     name: str
     key: str
@@ -44,13 +46,20 @@ class Result:
     remaining: int
     retry_after_ms: int
     reset_after_ms: int
-    #: Filled by a detailed reply only (``DETAIL``); ``None`` / empty otherwise.
+    #: Filled by a detailed reply only (``detail=True``); ``None`` / empty otherwise. ``reason``
+    #: is ``granted``, ``limit``, ``blocked``, ``never`` or ``shadow``; ``denied_by`` the name
+    #: of the limiter that denied the call.
     denied_by: str | None = None
     reason: str | None = None
     limiters: tuple[LimiterDetail, ...] = field(default=())
 
     def __bool__(self) -> bool:
         return self.allowed
+
+    @property
+    def detailed(self) -> bool:
+        """The reply was a detailed one (``detail=True``): ``reason`` and ``limiters`` are set."""
+        return self.reason is not None
 
     @property
     def never(self) -> bool:

@@ -60,10 +60,13 @@ class RateLimitMiddleware:
         on_error: OnError = "closed",
         timeout: float = 0.5,
         prefix: str = "rl:",
+        detail: bool = False,
     ) -> None:
         self.app = app
         self.limiter = limiter
-        self.limit = HttpLimit(limits, prefix=prefix, on_error=on_error, timeout=timeout)
+        self.limit = HttpLimit(
+            limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail
+        )
         self.key = key
         self.cost = cost
 

@@ -14,6 +14,7 @@ from . import _commands as c
 from ._commands import Key
 from ._limiters import (
     GCRA,
+    Calendar,
     Concurrency,
     Duration,
     Fixed,
@@ -73,9 +74,18 @@ class AsyncRateLimiter:
         dedup: str | bytes | None,
         block: Duration | None,
         at: Time | None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         opts = c.options(
-            cost=cost, peek=peek, best_effort=best_effort, dedup=dedup, block=block, at=at
+            cost=cost,
+            peek=peek,
+            best_effort=best_effort,
+            dedup=dedup,
+            block=block,
+            at=at,
+            detail=detail,
+            delay=delay,
         )
         return await self._result([spec.command, key, *spec.params(), *opts], cost)
 
@@ -90,11 +100,15 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
         if isinstance(spec, Concurrency):
             raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+        )
 
     async def gcra(
         self,
@@ -109,10 +123,14 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         """``RL.GCRA key burst rate period``."""
         spec = GCRA(burst, rate, period)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+        )
 
     async def token_bucket(
         self,
@@ -127,10 +145,14 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         """``RL.TOKENBUCKET key capacity refill period``."""
         spec = TokenBucket(capacity, refill, period)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+        )
 
     async def leaky_bucket(
         self,
@@ -145,29 +167,37 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
         is its queue delay (``allowed`` is still true)."""
         spec = LeakyBucket(capacity, rate, period)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+        )
 
     async def fixed(
         self,
         key: Key,
         limit: int,
-        window: Duration,
+        window: Duration | Calendar,
         *,
         offset: Duration | None = None,
+        tz: str | None = None,
+        anchor: str | int | None = None,
         cost: int = 1,
         peek: bool = False,
         best_effort: bool = False,
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
     ) -> Result:
-        """``RL.FIXED key limit window [OFFSET d]``."""
-        spec = Fixed(limit, window, offset)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        """``RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a]``: ``window`` a duration
+        or a calendar period (``"day"``, ``"week"``, ``"month"``, ``"quarter"``, ``"year"``)."""
+        spec = Fixed(limit, window, offset, tz=tz, anchor=anchor)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
 
     async def sliding(
         self,
@@ -182,10 +212,11 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
     ) -> Result:
         """``RL.SLIDING key limit window [PRECISION d]``."""
         spec = Sliding(limit, window, precision)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
 
     async def sliding_counter(
         self,
@@ -199,10 +230,11 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
     ) -> Result:
         """``RL.SLIDINGCOUNTER key limit window``."""
         spec = SlidingCounter(limit, window)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at)
+        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
 
     async def all(
         self,
@@ -214,11 +246,20 @@ class AsyncRateLimiter:
         dedup: str | bytes | None = None,
         block: Duration | None = None,
         at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
         Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
         opts = c.options(
-            cost=cost, peek=peek, best_effort=best_effort, dedup=dedup, block=block, at=at
+            cost=cost,
+            peek=peek,
+            best_effort=best_effort,
+            dedup=dedup,
+            block=block,
+            at=at,
+            detail=detail,
+            delay=delay,
         )
         return await self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
 
@@ -230,11 +271,25 @@ class AsyncRateLimiter:
         cost: int = 1,
         best_effort: bool = False,
         at: Time | None = None,
+        detail: bool = False,
     ) -> Result:
         """``RL.CHECK``: the reply the call would give with PEEK, from a read-only command
         (it runs on replicas)."""
-        opts = c.options(cost=cost, best_effort=best_effort, at=at)
+        opts = c.options(cost=cost, best_effort=best_effort, at=at, detail=detail)
         return await self._result(["RL.CHECK", key, *spec.spec(), *opts], cost)
+
+    async def check_all(
+        self,
+        limiters: c.Limiters,
+        *,
+        cost: int = 1,
+        at: Time | None = None,
+        detail: bool = False,
+    ) -> Result:
+        """``RL.CHECKALL``: the reply :meth:`all` would give with PEEK, from a read-only command
+        (it runs on replicas): would this request pass every limit?"""
+        opts = c.options(cost=cost, at=at, detail=detail)
+        return await self._result(["RL.CHECKALL", *c.all_args(limiters), *opts], cost)
 
     async def refund(
         self, key: Key, units: int, *, dedup: str | bytes | None = None, at: Time | None = None
@@ -271,13 +326,14 @@ class AsyncRateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         wait: Duration | None = None,
+        detail: bool = False,
     ) -> Result:
         """``RL.ACQUIRE key limit lease ID id``: take ``cost`` units under the lease ``id`` (a
         renewal when ``id`` already holds them). With ``wait``, a lease that does not fit waits
         for its turn (first come, first served) up to that long (``WAIT``; the client's socket
         timeout must be longer)."""
         spec = Concurrency(limit, lease)
-        opts = c.options(cost=cost, peek=peek, block=block, at=at)
+        opts = c.options(cost=cost, peek=peek, block=block, at=at, detail=detail)
         if wait is not None:
             opts += ["WAIT", duration_arg(wait)]
         return await self._result(["RL.ACQUIRE", key, *spec.params(), "ID", id, *opts], cost)

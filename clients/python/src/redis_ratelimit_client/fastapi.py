@@ -37,9 +37,12 @@ class RateLimitDependency:
         on_error: OnError = "closed",
         timeout: float = 0.5,
         prefix: str = "rl:",
+        detail: bool = False,
     ) -> None:
         self.limiter = limiter
-        self.limit = HttpLimit(limits, prefix=prefix, on_error=on_error, timeout=timeout)
+        self.limit = HttpLimit(
+            limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail
+        )
         self.key = key
         self.cost = cost
 

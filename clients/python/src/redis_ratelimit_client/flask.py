@@ -46,6 +46,7 @@ def rate_limit(
     on_error: OnError = "closed",
     timeout: float = 0.5,
     prefix: str = "rl:",
+    detail: bool = False,
 ) -> Callable[[F], F]:
     """Limit a view: ``@rate_limit(limiter, GCRA(10, 5, "1s"))`` under ``@app.route``.
 
@@ -53,7 +54,7 @@ def rate_limit(
     ``Retry-After`` (413 when it can never pass) and the RateLimit headers; a granted one runs
     the view, its response carrying the RateLimit headers.
     """
-    limit = HttpLimit(limits, prefix=prefix, on_error=on_error, timeout=timeout)
+    limit = HttpLimit(limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail)
 
     def decorator(view: F) -> F:
         @functools.wraps(view)

@@ -47,12 +47,22 @@ def _binding(result: Result, names: Iterable[tuple[str, Limiter]]) -> str:
     return pairs[0][0] if pairs else "default"
 
 
+def detailed_policy(result: Result) -> str:
+    """The ``RateLimit-Policy`` field value of a detailed reply: one item per limiter, named as
+    the reply names it (``NAME``, else its key), ``q`` its limit and ``w`` its ``window_ms`` in
+    whole seconds rounded up (omitted for a concurrency limiter), items joined by ``,`` as in the
+    draft's examples (``"burst";q=100;w=60,"daily";q=1000;w=86400``)."""
+    return ",".join(
+        policy_item(d.name, d.limit, ceil_seconds(d.window_ms)) for d in result.limiters
+    )
+
+
 def ratelimit(result: Result, policies: Policies) -> str:
     """The ``RateLimit`` field value. With a detailed reply, one item per limiter (named as the
-    reply names them); otherwise one item for the limiter the reply's ``limit`` belongs to (the
-    one closest to limiting, for RL.ALL)."""
+    reply names them: ``"burst";r=50;t=30,"daily";r=900;t=43200``); otherwise one item for the
+    limiter the reply's ``limit`` belongs to (the one closest to limiting, for RL.ALL)."""
     if result.limiters:
-        return ", ".join(
+        return ",".join(
             limit_item(d.name, d.remaining, ceil_seconds(d.reset_after_ms)) for d in result.limiters
         )
     name = _binding(result, policies.items())
@@ -62,9 +72,11 @@ def ratelimit(result: Result, policies: Policies) -> str:
 def rate_limit_headers(result: Result, policies: Policies | Limiter) -> dict[str, str]:
     """``RateLimit-Policy`` and ``RateLimit`` for ``result``, and ``Retry-After`` (whole seconds
     rounded up, never 0) when it was denied and can be retried; no ``Retry-After`` when it can
-    never pass (``never``). A single limiter is named ``default``."""
+    never pass (``never``). A single limiter is named ``default``. A detailed result (``DETAIL``)
+    gives one item per limiter of the reply, from the reply alone (``policies`` unused)."""
     named: Policies = {"default": policies} if isinstance(policies, Limiter) else policies
-    out = {"RateLimit-Policy": ratelimit_policy(named), "RateLimit": ratelimit(result, named)}
+    policy = detailed_policy(result) if result.limiters else ratelimit_policy(named)
+    out = {"RateLimit-Policy": policy, "RateLimit": ratelimit(result, named)}
     retry = result.retry_after_header
     if retry is not None:
         out["Retry-After"] = str(retry)
