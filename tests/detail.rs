@@ -81,8 +81,9 @@ fn detail_on_gcra_names_the_limiter_and_its_window() {
     );
 }
 
-/// `window_ms` of each algorithm: the window of FIXED/SLIDING/SLIDINGCOUNTER, `limit · period /
-/// rate` rounded up for the schedules, 0 for a concurrency limiter.
+/// `window_ms` of each algorithm: the window of FIXED/SLIDING/SLIDINGCOUNTER (a calendar
+/// window's nominal length), `limit · period / rate` rounded up for the schedules, 0 for a
+/// concurrency limiter.
 #[test]
 fn detail_window_ms_of_every_algorithm() {
     let s = Server::start();
@@ -99,6 +100,12 @@ fn detail_window_ms_of_every_algorithm() {
         (args!["RL.SLIDING", "sp", 10, "30s", "PRECISION", "1s"].to_vec(), 30_000),
         (args!["RL.SLIDINGCOUNTER", "sc", 10, "1h"].to_vec(),     3_600_000),
         (args!["RL.ACQUIRE", "cc", 3, "10s", "ID", "x"].to_vec(), 0),
+        // Calendar windows: the unit's nominal length (24 h, 7, 30, 90, 365 days).
+        (args!["RL.FIXED", "cd", 10, "day", "TZ", "Europe/Paris"].to_vec(), 86_400_000),
+        (args!["RL.FIXED", "cw", 10, "week", "TZ", "+05:30", "ANCHOR", "sun"].to_vec(), 604_800_000),
+        (args!["RL.FIXED", "cm", 10, "month", "ANCHOR", 15].to_vec(), 2_592_000_000),
+        (args!["RL.FIXED", "cq", 10, "quarter"].to_vec(),         7_776_000_000),
+        (args!["RL.FIXED", "cy", 10, "year"].to_vec(),            31_536_000_000),
     ];
     for (mut call, window) in cases {
         call.extend(args!["DETAIL", "AT", t]);

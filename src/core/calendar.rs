@@ -65,6 +65,20 @@ impl Unit {
         Unit::ALL.iter().map(|(u, _)| *u).find(|u| *u as u64 == tag)
     }
 
+    /// Its nominal length in µs (a day of 24 h, a week of 7 days, a month of 30, a quarter of
+    /// 90, a year of 365), for what states one length for every period (DETAIL's `window_ms`,
+    /// the RateLimit-Policy `w`); a period itself lasts what the calendar says.
+    pub fn nominal(self) -> Micros {
+        const DAY: Micros = 86_400_000_000;
+        match self {
+            Unit::Day => DAY,
+            Unit::Week => 7 * DAY,
+            Unit::Month => 30 * DAY,
+            Unit::Quarter => 90 * DAY,
+            Unit::Year => 365 * DAY,
+        }
+    }
+
     /// Its name.
     pub fn name(self) -> &'static str {
         Unit::ALL

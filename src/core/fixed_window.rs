@@ -282,8 +282,13 @@ impl Algorithm for Fixed {
         self.end
     }
 
+    /// An epoch window's length; a calendar window's nominal length ([`Unit::nominal`]: its
+    /// periods differ in length).
     fn window(params: &FixedParams) -> Micros {
-        params.window
+        match params.calendar_of() {
+            Some(calendar) => calendar.unit().nominal(),
+            None => params.window,
+        }
     }
 
     fn describe(params: &FixedParams) -> Vec<(&'static str, u64)> {
