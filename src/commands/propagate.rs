@@ -77,9 +77,14 @@ pub fn replicate_argv_with_at(
 /// they get the master's resolved expiry too (whatever their own clock).
 pub fn replicate_expiry(ctx: &Context, key: Arg<'_>, expiry: Expiry) {
     if expiry.kept {
-        let mut buf = [0u8; U64_DIGITS];
-        // An expiry from `expiry_ms`: never negative.
-        let at = format_u64_into(expiry.ms.unsigned_abs(), &mut buf);
-        ffi::replicate::replicate_key_bytes(ctx, c"PEXPIREAT", key, at);
+        replicate_pexpireat(ctx, key, expiry.ms);
     }
+}
+
+/// Propagate `PEXPIREAT key <ms>`: a key's absolute expiry, whatever the replica's clock.
+pub fn replicate_pexpireat(ctx: &Context, key: Arg<'_>, ms: i64) {
+    let mut buf = [0u8; U64_DIGITS];
+    // Expiries are from `ceil_ms`/`expiry_ms`: never negative.
+    let at = format_u64_into(ms.unsigned_abs(), &mut buf);
+    ffi::replicate::replicate_key_bytes(ctx, c"PEXPIREAT", key, at);
 }

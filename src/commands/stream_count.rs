@@ -21,10 +21,10 @@
 use redis_module::Context;
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::propagate::replicate_pexpireat;
 use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
-use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::stream_count::{
     self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
     window_start_ms,
@@ -35,7 +35,7 @@ use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::events::subscribe_key_events;
 use crate::ffi::notify::{Class, notify_as};
-use crate::ffi::replicate::{replicate_key_bytes, replicate_key_kw_bytes, replicate_xadd};
+use crate::ffi::replicate::{replicate_key_kw_bytes, replicate_xadd};
 use crate::ffi::reply;
 use crate::ffi::stream::{Kind, ScanError, StreamKey, selected_db};
 use crate::stats::CommandStats;
@@ -286,10 +286,7 @@ pub fn run(
     let current = key.expire_at();
     if current < 0 || current < expire_at {
         key.set_expire_at(expire_at);
-        // A time from `ceil_ms`: never negative.
-        let mut at_buf = [0u8; U64_DIGITS];
-        let at = format_u64_into(expire_at.unsigned_abs(), &mut at_buf);
-        replicate_key_bytes(ctx, c"PEXPIREAT", name, at);
+        replicate_pexpireat(ctx, name, expire_at);
         notify_as(ctx, Class::Generic, c"expire", name);
     }
     // Still what the stream holds? Its last entry is the one just added when that is at or
