@@ -326,11 +326,7 @@ fn run(
         .collect();
     let mut d = Decision::from(outcome.verdict);
     // A new lease that yields to the waiters on a concurrency key is denied (judged only).
-    let yielded = yields && req.cost > 0;
-    if yielded {
-        d.granted = 0;
-        d.retry_after_ms = d.retry_after_ms.max(1);
-    }
+    let yielded = wait::deny_yielded(&mut d, yields, req.cost);
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
     let granted = outcome.denied_by.is_none() && !yielded;
     let mut keys: Vec<Touched<'_>> = keys

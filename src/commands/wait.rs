@@ -101,6 +101,17 @@ pub fn yields_turn(
     !matches!((id, state), (Some(id), Some(state)) if holds(state, id, now))
 }
 
+/// The reply of a call that asked for units and yielded its turn to the waiters (judged as a
+/// `PEEK`, [`yields_turn`]): denied, with a retry of at least 1 ms. Whether it was so.
+pub fn deny_yielded(d: &mut Decision, yields: bool, cost: u64) -> bool {
+    let yielded = yields && cost > 0;
+    if yielded {
+        d.granted = 0;
+        d.retry_after_ms = d.retry_after_ms.max(1);
+    }
+    yielded
+}
+
 /// What a waiting client is sent.
 pub enum WaitReply {
     /// The limiter reply: granted, or denied at the end of the wait.
@@ -207,10 +218,7 @@ pub fn acquire(
     )
     .map_err(RlError::from)?;
     let mut d = Decision::from(outcome.verdict);
-    if yields && req.cost > 0 {
-        d.granted = 0;
-        d.retry_after_ms = d.retry_after_ms.max(1);
-    }
+    let yielded = deny_yielded(&mut d, yields, req.cost);
     let denied = d.granted == 0 && req.cost > 0;
     if let Some(w) = wait
         && denied
@@ -244,7 +252,6 @@ pub fn acquire(
     };
     let granted = !denied && !outcome.blocked;
     let detail = parsed.opts.detail;
-    let yielded = yields && req.cost > 0;
     let mut keys = [Touched::new(key, key_name, fate)];
     let mut end = |argv: Argv<'_>| {
         finish(
