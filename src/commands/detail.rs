@@ -20,6 +20,8 @@ pub struct Part<'a> {
     pub verdict: Verdict,
     /// The time its limit applies over, µs.
     pub window: Micros,
+    /// The named policy it comes from.
+    pub policy: Option<&'a [u8]>,
 }
 
 impl Part<'_> {
@@ -38,7 +40,7 @@ impl Part<'_> {
                 reset,
                 ceil_ms(self.window),
             ],
-            policy: None,
+            policy: self.policy,
         }
     }
 }
@@ -70,10 +72,12 @@ pub fn reply(
 
 /// The detailed reply of a single-limiter call on `key`: the reply `verdict` for `cost` units,
 /// the limiter denying for `reason` unless it is granted.
+#[allow(clippy::too_many_arguments)]
 pub fn reply_one(
     ctx: &Context,
     key: &[u8],
     name: Option<&[u8]>,
+    policy: Option<&[u8]>,
     cost: u64,
     verdict: Verdict,
     window: Micros,
@@ -85,6 +89,7 @@ pub fn reply_one(
         cost,
         verdict,
         window,
+        policy,
     };
     let denied_by = (reason != Reason::Granted).then_some(0);
     reply(ctx, &Decision::from(verdict), reason, denied_by, &[part]);

@@ -39,6 +39,8 @@ pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod limit;
+pub mod policy;
 pub mod propagate;
 pub mod refund;
 pub mod registry;
@@ -208,8 +210,8 @@ impl<C: LimiterCommand> Run for Limiter<C> {
     }
 }
 
-/// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
-/// (`bytes[1]`).
+/// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by `name`
+/// or its key (`bytes[1]`), from `policy` if it comes from a named policy.
 #[cold]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
@@ -218,9 +220,46 @@ pub fn reply_detail<A: Stored>(
     cost: u64,
     verdict: &Verdict,
     reason: Reason,
+    (name, policy): (Option<&[u8]>, Option<&[u8]>),
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
-    detail::reply_one(ctx, key, None, cost, *verdict, A::window(params), reason);
+    detail::reply_one(
+        ctx,
+        key,
+        name,
+        policy,
+        cost,
+        *verdict,
+        A::window(params),
+        reason,
+    );
+}
+
+/// What a single-limiter call runs with, besides its key: the hooks by which a command that is
+/// not the algorithm's own (RL.LIMIT: parameters from a named policy) shares [`run`]'s flow.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'c, A: Algorithm> {
+    /// The limiter's parameters.
+    pub params: &'c A::Params,
+    /// The call's shared options.
+    pub opts: Options,
+    /// The command's name (in errors).
+    pub command: &'static str,
+    /// The keyspace event of a write, and the command propagated with the call's arguments.
+    pub event: &'static CStr,
+    /// How the call replies without `DETAIL`.
+    pub reply: fn(&Context, &Decision, &Verdict),
+    /// The limiter's name in the detailed reply (its key when `None`).
+    pub name: Option<&'c [u8]>,
+    /// The named policy the limiter comes from, for the detailed reply.
+    pub policy: Option<&'c [u8]>,
+}
+
+/// What [`run_call`] replied: whether the call counted as granted, and the limiter reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Ran {
+    pub granted: bool,
+    pub decision: Decision,
 }
 
 /// The shared flow of every limiter command, on the call's arguments and their bytes, counted
@@ -228,6 +267,7 @@ pub fn reply_detail<A: Stored>(
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
+#[inline(always)]
 pub fn run<C: LimiterCommand>(
     ctx: &Context,
     argv: Argv<'_>,
@@ -235,10 +275,37 @@ pub fn run<C: LimiterCommand>(
     stats: &'static CommandStats,
 ) -> Result<(), RlError> {
     let parsed = C::parse(bytes)?;
-    parsed.opts.check_delay(std::iter::once((
-        <C::Algo as Stored>::KIND,
-        <C::Algo as Algorithm>::DELAY,
-    )))?;
+    let call = Call::<C::Algo> {
+        params: &parsed.params,
+        opts: parsed.opts,
+        command: C::NAME,
+        event: C::EVENT,
+        reply: C::reply,
+        name: None,
+        policy: None,
+    };
+    run_call(ctx, argv, bytes, stats, call).map(|_| ())
+}
+
+/// [`run`] once the call's parameters and options are known (`call`).
+///
+/// # Errors
+/// As [`run`].
+#[inline(always)]
+pub fn run_call<A: Stored>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    stats: &'static CommandStats,
+    call: Call<'_, A>,
+) -> Result<Ran, RlError> {
+    let parsed = Parsed {
+        params: call.params,
+        opts: call.opts,
+    };
+    parsed
+        .opts
+        .check_delay(std::iter::once((A::KIND, A::DELAY)))?;
     let key_name = argv.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;
@@ -246,10 +313,10 @@ pub fn run<C: LimiterCommand>(
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let mut existing = key.limiter(C::NAME)?;
-    let outcome = flow::apply::<C::Algo>(
+    let mut existing = key.limiter(call.command)?;
+    let outcome = flow::apply::<A>(
         existing.as_deref_mut(),
-        &parsed.params,
+        parsed.params,
         &req,
         config::dedup_max(),
     )
@@ -263,7 +330,7 @@ pub fn run<C: LimiterCommand>(
     );
     let d = Decision::from(outcome.verdict);
     let tail = Tail {
-        event: C::EVENT,
+        event: call.event,
         stats,
     };
     let propagate = Propagate::Value {
@@ -273,6 +340,7 @@ pub fn run<C: LimiterCommand>(
     };
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let detail = parsed.opts.detail;
+    let reply = call.reply;
     finish(
         ctx,
         tail,
@@ -282,17 +350,22 @@ pub fn run<C: LimiterCommand>(
         granted,
         |ctx| {
             if detail {
-                reply_detail::<C::Algo>(
+                reply_detail::<A>(
                     ctx,
                     bytes,
-                    &parsed.params,
+                    parsed.params,
                     req.cost,
                     &outcome.verdict,
                     outcome.reason,
+                    (call.name, call.policy),
                 );
             } else {
-                C::reply(ctx, &d, &outcome.verdict);
+                reply(ctx, &d, &outcome.verdict);
             }
         },
-    )
+    )?;
+    Ok(Ran {
+        granted,
+        decision: d,
+    })
 }

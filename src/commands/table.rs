@@ -23,8 +23,8 @@ use redis_module::Context;
 use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, refund, restore,
-    stream_count, throttle,
+    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy, refund,
+    restore, stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -112,6 +112,15 @@ crate::core::kind::each!(
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
     Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;
+    Limit =>       c"rl.limit",                      limit::Limit,                       c"write deny-oom fast",        Update,    c"write fast",      &limit::DOC,                     Some("rl_limit");
+    // RL.POLICY's subcommands (`container|sub`): module state, no key; administration (SET, DEL,
+    // DUMP, RESTORE) is @admin only, reading (GET, LIST) @read and in the module's category.
+    PolicySet =>   c"rl.policy|set",                 policy::Set,                        c"write deny-oom",             None,      c"admin",           &policy::SET_DOC,                None;
+    PolicyGet =>   c"rl.policy|get",                 policy::Get,                        c"readonly fast",              None,      c"read fast",       &policy::GET_DOC,                None;
+    PolicyDel =>   c"rl.policy|del",                 policy::Del,                        c"write",                      None,      c"admin",           &policy::DEL_DOC,                None;
+    PolicyList =>  c"rl.policy|list",                policy::List,                       c"readonly",                   None,      c"read",            &policy::LIST_DOC,               None;
+    PolicyDump =>  c"rl.policy|dump",                policy::Dump,                       c"readonly",                   None,      c"admin",           &policy::DUMP_DOC,               None;
+    PolicyRestore => c"rl.policy|restore",           policy::Restore,                    c"write deny-oom",             None,      c"admin",           &policy::RESTORE_DOC,            None;
 );
 
 /// Register every command of [`COMMANDS`] with its docs, key spec and ACL categories (and the
@@ -123,9 +132,12 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     let module_category = ffi::cmdinfo::add_module_acl_category(ctx)?;
     for c in &COMMANDS {
         let (first, last, step) = c.key_range();
-        if ffi::command::create(ctx, c.name, c.handler, c.flags, first, last, step)
-            == redis_module::Status::Err
-        {
+        let created = if c.is_subcommand() {
+            ffi::command::create_subcommand(ctx, c.name, c.handler, c.flags)
+        } else {
+            ffi::command::create(ctx, c.name, c.handler, c.flags, first, last, step)
+        };
+        if created == redis_module::Status::Err {
             return Err(format!(
                 "{}: the server refused the command",
                 c.name.to_string_lossy()
@@ -144,8 +156,11 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 
 /// `INFO ratelimit`: one line per counted command, in table order,
 /// `ratelimit_<command>:calls=..,granted=..,denied=..`, the command's name with `_` for `.`
-/// (`ratelimit_rl_gcra`); then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,
-/// dropped=..` for `RL.ACQUIRE ... WAIT`.
+/// (`ratelimit_rl_gcra`); then the named policies (`ratelimit_policies:<count>`,
+/// `ratelimit_policies_checksum:<hex>`, `ratelimit_policy_<name>_calls:<n>` and the other
+/// counters of `core::policy::STAT_NAMES`); then
+/// `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..` for
+/// `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -160,6 +175,14 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .build_dictionary()?;
     }
     let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    for (name, value) in policy::info_fields() {
+        section = match value {
+            policy::InfoValue::Int(v) => {
+                section.field(&name, i64::try_from(v).unwrap_or(i64::MAX))?
+            }
+            policy::InfoValue::Text(t) => section.field(&name, t)?,
+        };
+    }
     section = section
         .add_dictionary("rl_acquire_wait")
         .field("waiting", count(&stats::WAIT_WAITING))?

@@ -284,6 +284,7 @@ pub fn acquire(
                         req.cost,
                         &verdict,
                         reason,
+                        (None, None),
                     );
                 } else {
                     reply_decision(ctx, &d);

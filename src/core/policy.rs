@@ -235,6 +235,11 @@ impl PolicyStore {
         self.policies.insert(p.name.clone(), Arc::new(p));
     }
 
+    /// Raise the counter to `counter` (a merged payload's), never lower it.
+    pub fn raise_counter(&mut self, counter: u64) {
+        self.counter = self.counter.max(counter);
+    }
+
     /// Remove `name`; whether it existed.
     pub fn del(&mut self, name: &[u8]) -> bool {
         self.policies.remove(name).is_some()
