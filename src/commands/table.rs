@@ -225,14 +225,21 @@ mod tests {
             "rl.info",
             "rl._restore",
             "rl._set",
+            "rl.limit",
+            "rl.policy|set",
+            "rl.policy|get",
+            "rl.policy|del",
+            "rl.policy|list",
+            "rl.policy|dump",
+            "rl.policy|restore",
         ] {
             assert!(names.contains(&name), "{name}");
         }
     }
 
     /// Each row's docs: a summary and a complexity, and an arity that its arguments give (the
-    /// name, then each required argument, two for one with a token; negative when any argument
-    /// is optional or repeats, or the shared options follow).
+    /// name — and a subcommand's name —, then each required argument, two for one with a token;
+    /// negative when any argument is optional or repeats, or the shared options follow).
     #[test]
     fn every_command_has_docs_that_match_its_arity() {
         for c in &COMMANDS {
@@ -247,15 +254,20 @@ mod tests {
                 .map(|a| if a.token.is_some() { 2 } else { 1 })
                 .sum();
             let open = d.shared_options || d.args.iter().any(|a| a.optional || a.multiple);
-            let arity = 1 + required;
+            let arity = 1 + i32::from(c.is_subcommand()) + required;
             assert_eq!(d.arity, if open { -arity } else { arity }, "{name}");
-            // The key: the first argument, or after `numkeys` for a command with many.
+            // The key: the first argument, or after `numkeys` for a command with many; none
+            // for a command without keys.
             let key_at = usize::from(matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys));
-            assert_eq!(
-                d.args.get(key_at).map(|a| a.kind),
-                Some(ArgType::Key),
-                "{name}"
-            );
+            if c.keys == Keys::None {
+                assert!(d.args.iter().all(|a| a.kind != ArgType::Key), "{name}");
+            } else {
+                assert_eq!(
+                    d.args.get(key_at).map(|a| a.kind),
+                    Some(ArgType::Key),
+                    "{name}"
+                );
+            }
             // A command's own options are not the shared ones as well.
             if d.shared_options {
                 for a in d.args.iter().filter(|a| a.token.is_some()) {
@@ -277,10 +289,14 @@ mod tests {
         let has = |list: &CStr, word: &str| list.to_str().unwrap().split(' ').any(|w| w == word);
         for c in &COMMANDS {
             let name = c.name_str();
-            let reads = matches!(c.keys, Keys::Read | Keys::ReadNumkeys);
+            let reads = match c.keys {
+                Keys::Read | Keys::ReadNumkeys => true,
+                Keys::None => has(c.flags, "readonly"),
+                _ => false,
+            };
             assert_eq!(has(c.flags, "readonly"), reads, "{name}");
             assert_eq!(has(c.flags, "write"), !reads, "{name}");
-            assert_eq!(has(c.acl, "read"), reads, "{name}");
+            assert_eq!(has(c.acl, "read"), reads && c.in_module_category(), "{name}");
             assert_eq!(
                 has(c.acl, "write"),
                 !reads && c.in_module_category(),
@@ -293,7 +309,7 @@ mod tests {
                 matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys),
                 "{name}"
             );
-            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys) {
+            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys | Keys::None) {
                 (0, 0, 0)
             } else {
                 (1, 1, 1)
@@ -303,11 +319,13 @@ mod tests {
     }
 
     /// SPEC "ACL": the internal commands that write raw state are `@admin @dangerous` and in no
-    /// other category (not the module's); every other command is in `@write` or `@read` and in
-    /// the module's category, and none is `@admin` or `@dangerous`.
+    /// other category (not the module's); policy administration (RL.POLICY SET, DEL, DUMP,
+    /// RESTORE) is `@admin` alone; every other command is in `@write` or `@read` and in the
+    /// module's category, and none is `@admin` or `@dangerous`.
     #[test]
     fn only_the_internal_commands_are_admin_and_outside_the_module_category() {
         let mut internal = 0;
+        let mut admin = Vec::new();
         for c in &COMMANDS {
             let name = c.name_str();
             let cats: Vec<&str> = c.acl.to_str().unwrap().split(' ').collect();
@@ -315,6 +333,10 @@ mod tests {
                 internal += 1;
                 assert_eq!(cats, ["admin", "dangerous"], "{name}");
                 assert!(!c.in_module_category(), "{name}");
+            } else if cats.contains(&"admin") {
+                assert_eq!(cats, ["admin"], "{name}");
+                assert!(!c.in_module_category(), "{name}");
+                admin.push(name);
             } else {
                 assert!(
                     cats.iter().any(|c| *c == "write" || *c == "read"),
@@ -328,16 +350,26 @@ mod tests {
             }
         }
         assert_eq!(internal, 2);
+        assert_eq!(
+            admin,
+            [
+                "rl.policy|set",
+                "rl.policy|del",
+                "rl.policy|dump",
+                "rl.policy|restore"
+            ]
+        );
     }
 
     /// INFO counters: every command applications call to change or judge a limiter is counted,
-    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO and the
-    /// internal commands are not.
+    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO, the
+    /// internal commands and RL.POLICY's subcommands (counted per policy instead) are not.
     #[test]
     fn every_command_but_rl_info_and_the_internal_ones_is_counted() {
         for c in &COMMANDS {
             let name = c.name_str();
-            let uncounted = name == "rl.info" || name.starts_with("rl._");
+            let uncounted =
+                name == "rl.info" || name.starts_with("rl._") || name.starts_with("rl.policy|");
             match c.stats.name {
                 None => assert!(uncounted, "{name} has no INFO counters"),
                 Some(stat) => {
