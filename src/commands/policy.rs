@@ -10,7 +10,8 @@
 //! `RL.POLICY RESTORE <that policy> MERGE`, a RESTORE as `RL.POLICY RESTORE <every policy>`, a
 //! DEL as itself. The RDB holds them as aux data (`ffi::datatype`), and an AOF rewrite, whose
 //! base file has no place for them without an RDB preamble, gets them at the start of its new
-//! incremental file ([`server_event`]).
+//! incremental file ([`server_event`]): the server opens that file before it forks the
+//! rewrite, and everything propagated after the fork goes to it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -182,9 +183,28 @@ pub fn dump_all() -> Vec<u8> {
     store().dump()
 }
 
-/// A full copy of the policies is owed to the AOF: an AOF rewrite began while clients were
-/// paused (nothing may be propagated then). The next call that depends on policies sends it.
+/// A full copy of the policies is owed to the AOF: an AOF rewrite began. It is sent by a timer
+/// right after (not from the fork's event: inside the command that forked, BGREWRITEAOF or
+/// CONFIG SET appendonly, the server would take the module's propagation for a change made by
+/// that command and propagate the command too), or earlier by the first command that depends on
+/// policies; never while clients are paused (nothing may be propagated then: the timer waits).
 static PENDING: AtomicBool = AtomicBool::new(false);
+
+/// How long the timer waits again while clients are paused.
+const PAUSED_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The timer of [`PENDING`].
+fn on_pending_timer(ctx: &Context, (): ()) {
+    if !PENDING.load(Ordering::Relaxed) {
+        return;
+    }
+    if ffi::events::avoid_replica_traffic() {
+        ctx.create_timer(PAUSED_RETRY, on_pending_timer, ());
+        return;
+    }
+    PENDING.store(false, Ordering::Relaxed);
+    propagate_all(ctx);
+}
 
 /// Propagate every policy (`RL.POLICY RESTORE <payload>`), if any.
 fn propagate_all(ctx: &Context) {
@@ -216,14 +236,11 @@ pub fn server_event(ctx: &Context, event: ffi::events::ServerEvent) {
     match event {
         ffi::events::ServerEvent::LoadStart => store().clear(),
         ffi::events::ServerEvent::ForkBorn => {
-            if !ffi::events::aof_rewrite_in_progress(ctx) {
+            if !ffi::events::aof_rewrite_in_progress(ctx) || store().is_empty() {
                 return;
             }
-            if ffi::events::avoid_replica_traffic() {
-                PENDING.store(true, Ordering::Relaxed);
-            } else {
-                propagate_all(ctx);
-            }
+            PENDING.store(true, Ordering::Relaxed);
+            ctx.create_timer(std::time::Duration::ZERO, on_pending_timer, ());
         }
         ffi::events::ServerEvent::Other => {}
     }
@@ -327,7 +344,7 @@ impl Run for Set {
                 let payload = s.get(name).map(|p| s.dump_one(p)).unwrap_or_default();
                 (version, payload)
             };
-            PENDING.store(false, Ordering::Relaxed);
+            flush_pending(ctx);
             ffi::replicate::replicate_policies(ctx, &payload, true);
             reply::integer(ctx, i64::try_from(version).unwrap_or(i64::MAX));
             Ok(())
@@ -369,6 +386,7 @@ impl Run for Del {
         let name = argv.get(2).ok_or(RlError::Arity)?.bytes();
         let removed = store().del(name);
         if removed {
+            flush_pending(ctx);
             ffi::replicate::replicate(ctx, c"rl.policy", argv);
         }
         reply::integer(ctx, i64::from(removed));

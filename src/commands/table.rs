@@ -296,7 +296,11 @@ mod tests {
             };
             assert_eq!(has(c.flags, "readonly"), reads, "{name}");
             assert_eq!(has(c.flags, "write"), !reads, "{name}");
-            assert_eq!(has(c.acl, "read"), reads && c.in_module_category(), "{name}");
+            assert_eq!(
+                has(c.acl, "read"),
+                reads && c.in_module_category(),
+                "{name}"
+            );
             assert_eq!(
                 has(c.acl, "write"),
                 !reads && c.in_module_category(),
