@@ -1,0 +1,564 @@
+//! Named policies (SPEC "RL.POLICY ... RL.LIMIT"): RL.POLICY's subcommands and replies, RL.LIMIT
+//! and `POLICY name` in RL.ALL and RL.CHECKALL, a changed policy keeping the units used, DEL
+//! making later calls fail naming the policy, `ratelimit.max-policies`, and policies outside
+//! the keyspace surviving a restart (RDB, AOF with and without preamble, after BGREWRITEAOF),
+//! reaching replicas and AOF replay with the same versions, copied by DUMP/RESTORE; the
+//! per-policy INFO counters read as an exporter reads them.
+
+mod common;
+use common::*;
+
+/// `RL.POLICY LIST` as (name, version) pairs, from RESP2's flat array.
+fn list(c: &mut Conn) -> Vec<(String, i64)> {
+    let r = c.cmd(&["RL.POLICY", "LIST"]);
+    let items = r
+        .as_array()
+        .unwrap_or_else(|| panic!("LIST: {r:?}"))
+        .to_vec();
+    items
+        .chunks(2)
+        .map(|p| {
+            (
+                p[0].as_str().expect("name"),
+                p[1].as_int().expect("version"),
+            )
+        })
+        .collect()
+}
+
+/// `policies_checksum` of `INFO ratelimit`.
+fn checksum(c: &mut Conn) -> String {
+    c.info_field("ratelimit", "ratelimit_policies_checksum")
+        .expect("policies_checksum")
+}
+
+fn set(c: &mut Conn, def: &[&str]) -> i64 {
+    let mut call = vec!["RL.POLICY", "SET"];
+    call.extend(def);
+    c.int(&call)
+}
+
+#[test]
+fn set_get_del_and_list_reply_as_the_spec_says() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Versions: one counter, growing with every change.
+    assert_eq!(set(&mut c, &["free", "GCRA", "10", "5", "1s"]), 1);
+    assert_eq!(
+        set(
+            &mut c,
+            &[
+                "pro", "GCRA", "100", "50", "1s", "NAME", "rps", "FIXED", "10000", "day", "TZ",
+                "UTC", "SHADOW", "DESC", "paid tier"
+            ]
+        ),
+        2
+    );
+    assert_eq!(set(&mut c, &["free", "GCRA", "20", "5", "1s"]), 3);
+    // GET: the arguments of the SET that made it, after the name.
+    let got = c.cmd(&["RL.POLICY", "GET", "pro"]);
+    let got: Vec<String> = got
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "GCRA", "100", "50", "1s", "NAME", "rps", "FIXED", "10000", "day", "TZ", "UTC",
+            "SHADOW", "DESC", "paid tier"
+        ]
+    );
+    assert!(c.cmd(&["RL.POLICY", "GET", "nope"]).is_nil());
+    assert_eq!(
+        list(&mut c),
+        [("free".to_string(), 3), ("pro".to_string(), 2)]
+    );
+    // RESP3: a map of name to version.
+    c.ok(&["HELLO", "3"]);
+    assert_eq!(
+        c.cmd(&["RL.POLICY", "LIST"]),
+        Reply::Map(vec![
+            (Reply::Bulk(b"free".to_vec()), Reply::Int(3)),
+            (Reply::Bulk(b"pro".to_vec()), Reply::Int(2)),
+        ])
+    );
+    c.ok(&["HELLO", "2"]);
+    assert_eq!(c.int(&["RL.POLICY", "DEL", "free"]), 1);
+    assert_eq!(c.int(&["RL.POLICY", "DEL", "free"]), 0);
+    // A new SET of a deleted name never reuses a version.
+    assert_eq!(set(&mut c, &["free", "GCRA", "10", "5", "1s"]), 4);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_policies").as_deref(),
+        Some("2")
+    );
+}
+
+#[test]
+fn bad_names_and_definitions_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["ok", "GCRA", "1", "1", "1s"]);
+    let long = "a".repeat(65);
+    for name in ["Free", "a-b", "a.b", "", "é", "a b", long.as_str(), "\u{1F600}"] {
+        assert_eq!(
+            c.err(&["RL.POLICY", "SET", name, "GCRA", "1", "1", "1s"]),
+            "ERR policy name must be 1 to 64 characters of a-z, 0-9 and '_'",
+            "{name:?}"
+        );
+    }
+    assert_eq!(set(&mut c, &[&"a".repeat(64), "GCRA", "1", "1", "1s"]), 2);
+    c.int(&["RL.POLICY", "DEL", &"a".repeat(64)]);
+    let before = c.cmd(&["RL.POLICY", "DUMP"]);
+    #[rustfmt::skip]
+    let cases: &[(&[&str], &str)] = &[
+        (&["x", "GCRA", "0", "1", "1s"],           "ERR burst must be a positive integer"),
+        (&["x", "NOPE", "1"],                      "ERR unknown limiter 'NOPE'"),
+        (&["x", "SHADOW"],                         "ERR syntax error, a policy needs at least one limiter"),
+        (&["x", "GCRA", "1", "1", "1s", "COST", "1"], "ERR unknown limiter 'COST'"),
+        (&["x", "GCRA", "1", "1", "1s", "DESC"],   "ERR syntax error, DESC needs a value"),
+        (&["x", "GCRA", "1", "1", "1s", "\u{1F600}"], "ERR unknown limiter '\\xf0\\x9f\\x98\\x80'"),
+    ];
+    for (def, want) in cases {
+        let mut call = vec!["RL.POLICY", "SET"];
+        call.extend(*def);
+        assert_eq!(c.err(&call), *want, "{def:?}");
+    }
+    assert_eq!(c.cmd(&["RL.POLICY", "DUMP"]), before);
+}
+
+#[test]
+fn max_policies_is_enforced_for_new_names() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ok(&["CONFIG", "SET", "ratelimit.max-policies", "2"]);
+    set(&mut c, &["a", "GCRA", "1", "1", "1s"]);
+    set(&mut c, &["b", "GCRA", "1", "1", "1s"]);
+    let e = c.err(&["RL.POLICY", "SET", "c", "GCRA", "1", "1", "1s"]);
+    assert!(e.starts_with("ERR too many policies"), "{e}");
+    // Replacing one is not a new one.
+    assert_eq!(set(&mut c, &["a", "GCRA", "2", "1", "1s"]), 3);
+    // A payload of three is refused whole.
+    let dump3 = {
+        let other = Server::start();
+        let mut o = other.conn();
+        for n in ["x", "y", "z"] {
+            set(&mut o, &[n, "GCRA", "1", "1", "1s"]);
+        }
+        o.cmd(&["RL.POLICY", "DUMP"]).as_bytes().unwrap().to_vec()
+    };
+    assert!(c.cmd(&args!["RL.POLICY", "RESTORE", dump3.clone()]).is_error());
+    assert!(c.cmd(&args!["RL.POLICY", "RESTORE", dump3, "MERGE"]).is_error());
+    assert_eq!(list(&mut c), [("a".into(), 3), ("b".into(), 2)]);
+    c.int(&["RL.POLICY", "DEL", "b"]);
+    set(&mut c, &["c", "GCRA", "1", "1", "1s"]);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_policies").as_deref(),
+        Some("2")
+    );
+}
+
+/// RL.LIMIT decides as the limiter's own command with the same arguments (burst 5, 1 per
+/// second: five granted at one instant, remaining 4..0, then denied for a second).
+#[test]
+fn rl_limit_replies_as_the_limiters_own_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["p", "GCRA", "5", "1", "1s"]);
+    let t = base_ms();
+    for i in 0..5i64 {
+        let want = vec![1, 5, 4 - i, 0, (i + 1) * 1000];
+        assert_eq!(c.ints(&args!["RL.LIMIT", "a", "p", "AT", t]), want);
+        assert_eq!(c.ints(&args!["RL.GCRA", "b", 5, 1, "1s", "AT", t]), want);
+    }
+    let denied = vec![0, 5, 0, 1000, 5000];
+    assert_eq!(c.ints(&args!["RL.LIMIT", "a", "p", "AT", t]), denied);
+    assert_eq!(c.ints(&args!["RL.GCRA", "b", 5, 1, "1s", "AT", t]), denied);
+    // Options as the command's: 2 s later 2 units are back; BESTEFFORT grants them, and the
+    // full 3 would be granted 3 s later.
+    let want = vec![2, 5, 0, 3000, 5000];
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "a", "p", "COST", 3, "BESTEFFORT", "AT", t + 2000]),
+        want
+    );
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "b", 5, 1, "1s", "COST", 3, "BESTEFFORT", "AT", t + 2000]),
+        want
+    );
+    // Same key state (the key is a GCRA limiter like any other).
+    assert_eq!(c.cmd(&["TYPE", "a"]), Reply::Simple("ratelimit".into()));
+    let e = c.err(&args!["RL.LIMIT", "a", "nope", "AT", t]);
+    assert_eq!(e, "ERR unknown policy 'nope'");
+}
+
+#[test]
+fn detail_names_the_policy_of_each_limiter() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["one", "GCRA", "5", "1", "1s", "NAME", "rps"]);
+    set(
+        &mut c,
+        &["two", "GCRA", "5", "1", "1s", "FIXED", "2", "1m", "NAME", "minute"],
+    );
+    let t = base_ms();
+    let r = c.cmd(&args!["RL.LIMIT", "k", "one", "DETAIL", "AT", t]);
+    let items = r.as_array().unwrap();
+    let entry = items[7].as_array().unwrap()[0].as_array().unwrap().to_vec();
+    assert_eq!(entry[0], Reply::Bulk(b"rps".to_vec()));
+    assert_eq!(entry[1], Reply::Bulk(b"k".to_vec()));
+    assert_eq!(entry[9], Reply::Bulk(b"one".to_vec()));
+    let r = c.cmd(&args!["RL.ALL", 2, "{u}a", "{u}b", "POLICY", "two", "DETAIL", "AT", t]);
+    let entries = r.as_array().unwrap()[7].as_array().unwrap().to_vec();
+    let names: Vec<Reply> = entries
+        .iter()
+        .map(|e| e.as_array().unwrap()[0].clone())
+        .collect();
+    assert_eq!(
+        names,
+        [Reply::Bulk(b"{u}a".to_vec()), Reply::Bulk(b"minute".to_vec())]
+    );
+    for e in &entries {
+        assert_eq!(e.as_array().unwrap()[9], Reply::Bulk(b"two".to_vec()));
+    }
+}
+
+/// A policy of several limiters: RL.ALL and RL.CHECKALL take one key per limiter, all or
+/// nothing (FIXED 2 per minute denies the third call, and GCRA is not charged for it).
+#[test]
+fn several_limiters_apply_through_rl_all_and_rl_checkall() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["two", "GCRA", "5", "1", "1s", "FIXED", "2", "1m"]);
+    let t = base_ms() / 60_000 * 60_000;
+    let call = |c: &mut Conn, cmd: &str| {
+        c.ints(&args![cmd, 2, "{u}g", "{u}f", "POLICY", "two", "AT", t])
+    };
+    assert_eq!(call(&mut c, "RL.CHECKALL")[0], 1);
+    assert_eq!(call(&mut c, "RL.ALL")[..3], [1, 2, 1]);
+    assert_eq!(call(&mut c, "RL.ALL")[..3], [1, 2, 0]);
+    assert_eq!(call(&mut c, "RL.ALL")[0], 0);
+    assert_eq!(call(&mut c, "RL.CHECKALL")[0], 0);
+    // GCRA charged twice, not three times: 3 of 5 left.
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "{u}g", 5, 1, "1s", "PEEK", "COST", 0, "AT", t])[2],
+        3
+    );
+    let e = c.err(&args!["RL.LIMIT", "k", "two", "AT", t]);
+    assert_eq!(
+        e,
+        "ERR policy 'two' has 2 limiter(s) and needs one key per limiter, got 1"
+    );
+    let e = c.err(&args!["RL.ALL", 1, "k", "POLICY", "two", "AT", t]);
+    assert_eq!(
+        e,
+        "ERR policy 'two' has 2 limiter(s) and needs one key per limiter, got 1"
+    );
+    let e = c.err(&args!["RL.CHECKALL", 3, "a", "b", "c", "POLICY", "two"]);
+    assert!(e.contains("policy 'two'"), "{e}");
+}
+
+/// An application must not silently lose its limit: after DEL, every call under the policy is
+/// an error naming it, and nothing is charged.
+#[test]
+fn del_makes_later_calls_fail_naming_the_policy() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["gone", "GCRA", "5", "1", "1s"]);
+    let t = base_ms();
+    c.ints(&args!["RL.LIMIT", "k", "gone", "AT", t]);
+    c.int(&["RL.POLICY", "DEL", "gone"]);
+    let digest = c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]);
+    for call in [
+        args!["RL.LIMIT", "k", "gone", "AT", t].to_vec(),
+        args!["RL.ALL", 1, "k", "POLICY", "gone", "AT", t].to_vec(),
+        args!["RL.CHECKALL", 1, "k", "POLICY", "gone"].to_vec(),
+    ] {
+        assert_eq!(c.err(&call), "ERR unknown policy 'gone'");
+    }
+    assert_eq!(c.cmd(&["DEBUG", "DIGEST-VALUE", "k"]), digest);
+}
+
+/// A changed policy keeps the units used (the parameter-change rule): 8 of a GCRA burst of 10
+/// used, the policy raised to a burst of 20 at the same rate leaves 12, never 20.
+#[test]
+fn a_changed_policy_keeps_the_units_used() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["tier", "GCRA", "10", "1", "1s"]);
+    let t = base_ms();
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "tier", "COST", 8, "AT", t])[..3],
+        [8, 10, 2]
+    );
+    set(&mut c, &["tier", "GCRA", "20", "1", "1s"]);
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "tier", "COST", 0, "AT", t])[..3],
+        [0, 20, 12]
+    );
+    // Lowered below the units used: denied until they drain (8 used, burst 5: 3 s).
+    set(&mut c, &["tier", "GCRA", "5", "1", "1s"]);
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "tier", "AT", t]),
+        [0, 5, 0, 4000, 8000]
+    );
+}
+
+fn fill(c: &mut Conn) {
+    set(c, &["free", "GCRA", "10", "5", "1s", "DESC", "free tier"]);
+    set(c, &["pro", "TOKENBUCKET", "100", "10", "1s", "SHADOW"]);
+    set(c, &["old", "FIXED", "5", "1m"]);
+    set(c, &["pro", "TOKENBUCKET", "200", "10", "1s"]);
+    c.int(&["RL.POLICY", "DEL", "old"]);
+    set(
+        c,
+        &["multi", "SLIDING", "3", "1s", "SLIDINGCOUNTER", "9", "1m", "NAME", "m"],
+    );
+}
+
+/// (LIST, checksum, DUMP) of a server.
+fn policies(c: &mut Conn) -> (Vec<(String, i64)>, String, Reply) {
+    (list(c), checksum(c), c.cmd(&["RL.POLICY", "DUMP"]))
+}
+
+#[test]
+fn policies_survive_debug_reload_and_an_rdb_restart() {
+    let mut s = Server::start_with(&["--save", "3600 1"]);
+    let mut c = s.conn();
+    fill(&mut c);
+    let before = policies(&mut c);
+    assert_eq!(
+        before.0,
+        [
+            ("free".to_string(), 1),
+            ("multi".to_string(), 5),
+            ("pro".to_string(), 4)
+        ]
+    );
+    c.ok(&["DEBUG", "RELOAD"]);
+    assert_eq!(policies(&mut c), before);
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(policies(&mut c), before);
+    // And they apply.
+    assert_eq!(c.ints(&["RL.LIMIT", "k", "free"])[..2], [1, 10]);
+}
+
+/// AOF with and without the RDB preamble, replayed as it is and after BGREWRITEAOF (without a
+/// preamble the rewritten base file holds only keys: the policies reach the new incremental
+/// file), with changes after the rewrite.
+fn aof_round_trip(preamble: &str) {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
+    let mut c = s.conn();
+    fill(&mut c);
+    let before = policies(&mut c);
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(policies(&mut c), before, "replayed");
+    c.cmd(&["BGREWRITEAOF"]);
+    wait_rewrite_done(&mut c);
+    // The rewrite is not propagated (replicas and the AOF never get BGREWRITEAOF).
+    for f in aof_files(&s.dir, ".incr.aof") {
+        let text = std::fs::read(&f).unwrap();
+        assert!(
+            !text
+                .windows(12)
+                .any(|w| w.eq_ignore_ascii_case(b"bgrewriteaof")),
+            "{}",
+            f.display()
+        );
+    }
+    c.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(policies(&mut c), before, "after BGREWRITEAOF");
+    set(&mut c, &["late", "GCRA", "1", "1", "1s"]);
+    c.int(&["RL.POLICY", "DEL", "free"]);
+    let after = policies(&mut c);
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(policies(&mut c), after, "after a restart");
+    // A second rewrite keeps them too.
+    c.cmd(&["BGREWRITEAOF"]);
+    wait_rewrite_done(&mut c);
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(policies(&mut c), after, "after a second rewrite and a restart");
+}
+
+#[test]
+fn policies_survive_aof_without_rdb_preamble_and_its_rewrite() {
+    aof_round_trip("no");
+}
+
+#[test]
+fn policies_survive_aof_with_rdb_preamble_and_its_rewrite() {
+    aof_round_trip("yes");
+}
+
+/// `CONFIG SET appendonly yes` on a running server writes its first AOF by a rewrite: the
+/// policies made before are in it (a server started on that AOF alone has them).
+#[test]
+fn policies_reach_an_aof_turned_on_at_runtime() {
+    let mut s = Server::start_with(&["--aof-use-rdb-preamble", "no"]);
+    let mut c = s.conn();
+    fill(&mut c);
+    let before = policies(&mut c);
+    c.ok(&["CONFIG", "SET", "appendonly", "yes"]);
+    wait_rewrite_done(&mut c);
+    drop(c);
+    s.kill_nosave();
+    assert!(!s.dir.join("dump.rdb").exists());
+    let again = Server::start_in(&s.dir, &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let mut c = again.conn();
+    assert_eq!(policies(&mut c), before);
+}
+
+#[test]
+fn a_replica_and_an_aof_replay_end_with_the_same_policies_and_versions() {
+    let master = Server::start_with(&["--appendonly", "yes"]);
+    let replica = Server::replica_of(&master);
+    let mut m = master.conn();
+    fill(&mut m);
+    // A RESTORE MERGE and a full RESTORE from another server.
+    let other = Server::start();
+    let mut o = other.conn();
+    set(&mut o, &["x", "GCRA", "3", "1", "1s"]);
+    set(&mut o, &["y", "GCRA", "4", "1", "1s"]);
+    let dump = o.cmd(&["RL.POLICY", "DUMP"]).as_bytes().unwrap().to_vec();
+    m.ok(&args!["RL.POLICY", "RESTORE", dump.clone(), "MERGE"]);
+    set(&mut m, &["z", "GCRA", "5", "1", "1s"]);
+    wait_replica_synced(&master, &replica);
+    let mut r = replica.conn();
+    let on_master = policies(&mut m);
+    assert_eq!(policies(&mut r), on_master);
+    assert_eq!(on_master.0.len(), 6);
+    m.ok(&["DEBUG", "LOADAOF"]);
+    assert_eq!(policies(&mut m), on_master);
+    // A full RESTORE replaces everything, on both.
+    m.ok(&args!["RL.POLICY", "RESTORE", dump]);
+    wait_replica_synced(&master, &replica);
+    let on_master = policies(&mut m);
+    assert_eq!(
+        on_master.0,
+        [("x".to_string(), 1), ("y".to_string(), 2)]
+    );
+    assert_eq!(policies(&mut r), on_master);
+    // A replica refuses policy writes from clients.
+    let e = r.err(&["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"]);
+    assert!(e.starts_with("READONLY"), "{e}");
+    // And calls under a policy replicate the key exactly.
+    let t = base_ms();
+    m.ints(&args!["RL.LIMIT", "k", "x", "COST", 2, "AT", t]);
+    wait_replica_synced(&master, &replica);
+    assert_eq!(
+        r.cmd(&["DEBUG", "DIGEST-VALUE", "k"]),
+        m.cmd(&["DEBUG", "DIGEST-VALUE", "k"])
+    );
+}
+
+/// A replica that syncs after the policies were made gets them from the master's RDB (aux data),
+/// and the ones it held before are gone.
+#[test]
+fn a_full_sync_replaces_a_replicas_policies() {
+    let master = Server::start();
+    let mut m = master.conn();
+    fill(&mut m);
+    let stale = Server::start();
+    let mut r = stale.conn();
+    set(&mut r, &["stale", "GCRA", "1", "1", "1s"]);
+    r.ok(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_until("the replica's link", std::time::Duration::from_secs(10), || {
+        r.info_field("replication", "master_link_status").as_deref() == Some("up")
+    });
+    wait_replica_synced(&master, &stale);
+    assert_eq!(policies(&mut r), policies(&mut m));
+}
+
+#[test]
+fn dump_and_restore_copy_the_policies_to_another_server() {
+    let a = Server::start();
+    let b = Server::start();
+    let (mut ca, mut cb) = (a.conn(), b.conn());
+    fill(&mut ca);
+    set(&mut cb, &["theirs", "GCRA", "1", "1", "1s"]);
+    let dump = ca.cmd(&["RL.POLICY", "DUMP"]).as_bytes().unwrap().to_vec();
+    // A damaged payload changes nothing.
+    let before_b = policies(&mut cb);
+    for bad in [
+        dump[..dump.len() - 1].to_vec(),
+        [dump.as_slice(), b"x"].concat(),
+        b"RLP".to_vec(),
+        Vec::new(),
+    ] {
+        let e = cb.err(&args!["RL.POLICY", "RESTORE", bad]);
+        assert!(e.starts_with("ERR invalid policy payload"), "{e}");
+    }
+    assert_eq!(policies(&mut cb), before_b);
+    // MERGE adds; without it the target ends with exactly the source's policies.
+    cb.ok(&args!["RL.POLICY", "RESTORE", dump.clone(), "MERGE"]);
+    assert_eq!(list(&mut cb).len(), 4);
+    cb.ok(&args!["RL.POLICY", "RESTORE", dump]);
+    assert_eq!(policies(&mut cb), policies(&mut ca));
+}
+
+/// The INFO section read as redis_exporter reads a module section: `name:value` lines under a
+/// `# ratelimit...` header, every value numeric except the known text fields; the per-policy
+/// counters add up to the calls made.
+#[test]
+fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["api", "GCRA", "10", "1", "1m"]);
+    set(&mut c, &["pair", "GCRA", "3", "1", "1m", "FIXED", "100", "1m"]);
+    let t = base_ms();
+    // api: 10 granted (remaining 9..0: the last one, remaining 0, is below 10% of 10), then 4
+    // denied.
+    for _ in 0..14 {
+        c.ints(&args!["RL.LIMIT", "k", "api", "AT", t]);
+    }
+    // pair: 3 granted (remaining 2, 1, 0 of 3: the last below 10%), 2 denied.
+    for _ in 0..5 {
+        c.ints(&args!["RL.ALL", 2, "{p}a", "{p}b", "POLICY", "pair", "AT", t]);
+    }
+    let text = c.ok(&["INFO", "ratelimit"]).as_str().unwrap();
+    let mut section = None;
+    let mut fields = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("# ") {
+            section = Some(h.to_string());
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let sec = section.as_deref().expect("a line before any section");
+        assert!(sec.starts_with("ratelimit"), "{sec}");
+        let (name, value) = line.split_once(':').expect("name:value");
+        assert!(
+            name.starts_with(|ch: char| ch.is_ascii_alphabetic())
+                && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_'),
+            "{name}"
+        );
+        let numeric = value.parse::<f64>().is_ok();
+        // Text fields: the checksum, and the per-command dictionaries (`calls=..,granted=..`).
+        let known_text = name == "ratelimit_policies_checksum" || value.contains('=');
+        assert!(numeric || known_text, "{line}");
+        if numeric {
+            fields.insert(name.to_string(), value.parse::<u64>().unwrap());
+        }
+    }
+    let f = |n: &str| fields[&format!("ratelimit_policy_{n}")];
+    assert_eq!(fields["ratelimit_policies"], 2);
+    for (p, calls, granted, near) in [("api", 14, 10, 1), ("pair", 5, 3, 1)] {
+        assert_eq!(f(&format!("{p}_calls")), calls, "{p}");
+        assert_eq!(f(&format!("{p}_granted")), granted, "{p}");
+        assert_eq!(f(&format!("{p}_denied")), calls - granted, "{p}");
+        assert_eq!(f(&format!("{p}_shadow_denied")), 0, "{p}");
+        assert_eq!(f(&format!("{p}_near_limit")), near, "{p}");
+    }
+    // The checksum is 16 hex digits, the same on a server restored from a DUMP.
+    let sum = checksum(&mut c);
+    assert_eq!(sum.len(), 16);
+    assert!(sum.chars().all(|ch| ch.is_ascii_hexdigit()));
+}
