@@ -398,7 +398,11 @@ fn applications_read_policies_and_only_admins_change_them() {
     let caps = caps(&s);
     with_policy(&s);
     let mut admin = s.conn();
-    let dump = admin.cmd(&["RL.POLICY", "DUMP"]).as_bytes().unwrap().to_vec();
+    let dump = admin
+        .cmd(&["RL.POLICY", "DUMP"])
+        .as_bytes()
+        .unwrap()
+        .to_vec();
     let reads: Vec<Vec<Vec<u8>>> = vec![
         args!["RL.POLICY", "GET", "p"].to_vec(),
         args!["RL.POLICY", "LIST"].to_vec(),
@@ -410,8 +414,7 @@ fn applications_read_policies_and_only_admins_change_them() {
         args!["RL.POLICY", "DUMP"].to_vec(),
         args!["RL.POLICY", "RESTORE", dump.clone()].to_vec(),
     ];
-    let mut users: Vec<(&str, Vec<&str>)> =
-        vec![("rw", vec!["+@read", "+@write", "+@fast", "~*"])];
+    let mut users: Vec<(&str, Vec<&str>)> = vec![("rw", vec!["+@read", "+@write", "+@fast", "~*"])];
     if caps.module_category {
         users.push(("app", vec!["+@ratelimit", "~*"]));
     }
@@ -425,7 +428,10 @@ fn applications_read_policies_and_only_admins_change_them() {
             if caps.categories {
                 assert!(!r.is_error(), "{user}: {call:?}: {r:?}");
             } else {
-                assert!(is_noperm(&r), "{user} on a server without categories: {r:?}");
+                assert!(
+                    is_noperm(&r),
+                    "{user} on a server without categories: {r:?}"
+                );
             }
         }
         for call in &admins {
@@ -433,9 +439,20 @@ fn applications_read_policies_and_only_admins_change_them() {
         }
     }
     // An admin (`+@admin`) changes them; by name works everywhere (Redis 7.0 included).
-    admin.ok(&["ACL", "SETUSER", "ops", "on", ">pw", "+rl.policy|set", "+rl.policy|get"]);
+    admin.ok(&[
+        "ACL",
+        "SETUSER",
+        "ops",
+        "on",
+        ">pw",
+        "+rl.policy|set",
+        "+rl.policy|get",
+    ]);
     let mut ops = login(&s, "ops");
-    assert_eq!(ops.int(&["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"]), 2);
+    assert_eq!(
+        ops.int(&["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"]),
+        2
+    );
     assert!(is_noperm(&ops.cmd(&["RL.POLICY", "DEL", "q"])));
     if caps.categories {
         admin.ok(&["ACL", "SETUSER", "root", "on", ">pw", "+@admin"]);

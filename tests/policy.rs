@@ -48,8 +48,21 @@ fn set_get_del_and_list_reply_as_the_spec_says() {
         set(
             &mut c,
             &[
-                "pro", "GCRA", "100", "50", "1s", "NAME", "rps", "FIXED", "10000", "day", "TZ",
-                "UTC", "SHADOW", "DESC", "paid tier"
+                "pro",
+                "GCRA",
+                "100",
+                "50",
+                "1s",
+                "NAME",
+                "rps",
+                "FIXED",
+                "10000",
+                "day",
+                "TZ",
+                "UTC",
+                "SHADOW",
+                "DESC",
+                "paid tier"
             ]
         ),
         2
@@ -66,8 +79,20 @@ fn set_get_del_and_list_reply_as_the_spec_says() {
     assert_eq!(
         got,
         [
-            "GCRA", "100", "50", "1s", "NAME", "rps", "FIXED", "10000", "day", "TZ", "UTC",
-            "SHADOW", "DESC", "paid tier"
+            "GCRA",
+            "100",
+            "50",
+            "1s",
+            "NAME",
+            "rps",
+            "FIXED",
+            "10000",
+            "day",
+            "TZ",
+            "UTC",
+            "SHADOW",
+            "DESC",
+            "paid tier"
         ]
     );
     assert!(c.cmd(&["RL.POLICY", "GET", "nope"]).is_nil());
@@ -101,7 +126,16 @@ fn bad_names_and_definitions_are_refused_and_change_nothing() {
     let mut c = s.conn();
     set(&mut c, &["ok", "GCRA", "1", "1", "1s"]);
     let long = "a".repeat(65);
-    for name in ["Free", "a-b", "a.b", "", "é", "a b", long.as_str(), "\u{1F600}"] {
+    for name in [
+        "Free",
+        "a-b",
+        "a.b",
+        "",
+        "é",
+        "a b",
+        long.as_str(),
+        "\u{1F600}",
+    ] {
         assert_eq!(
             c.err(&["RL.POLICY", "SET", name, "GCRA", "1", "1", "1s"]),
             "ERR policy name must be 1 to 64 characters of a-z, 0-9 and '_'",
@@ -148,8 +182,14 @@ fn max_policies_is_enforced_for_new_names() {
         }
         o.cmd(&["RL.POLICY", "DUMP"]).as_bytes().unwrap().to_vec()
     };
-    assert!(c.cmd(&args!["RL.POLICY", "RESTORE", dump3.clone()]).is_error());
-    assert!(c.cmd(&args!["RL.POLICY", "RESTORE", dump3, "MERGE"]).is_error());
+    assert!(
+        c.cmd(&args!["RL.POLICY", "RESTORE", dump3.clone()])
+            .is_error()
+    );
+    assert!(
+        c.cmd(&args!["RL.POLICY", "RESTORE", dump3, "MERGE"])
+            .is_error()
+    );
     assert_eq!(list(&mut c), [("a".into(), 3), ("b".into(), 2)]);
     c.int(&["RL.POLICY", "DEL", "b"]);
     set(&mut c, &["c", "GCRA", "1", "1", "1s"]);
@@ -179,11 +219,31 @@ fn rl_limit_replies_as_the_limiters_own_command() {
     // full 3 would be granted 3 s later.
     let want = vec![2, 5, 0, 3000, 5000];
     assert_eq!(
-        c.ints(&args!["RL.LIMIT", "a", "p", "COST", 3, "BESTEFFORT", "AT", t + 2000]),
+        c.ints(&args![
+            "RL.LIMIT",
+            "a",
+            "p",
+            "COST",
+            3,
+            "BESTEFFORT",
+            "AT",
+            t + 2000
+        ]),
         want
     );
     assert_eq!(
-        c.ints(&args!["RL.GCRA", "b", 5, 1, "1s", "COST", 3, "BESTEFFORT", "AT", t + 2000]),
+        c.ints(&args![
+            "RL.GCRA",
+            "b",
+            5,
+            1,
+            "1s",
+            "COST",
+            3,
+            "BESTEFFORT",
+            "AT",
+            t + 2000
+        ]),
         want
     );
     // Same key state (the key is a GCRA limiter like any other).
@@ -199,7 +259,9 @@ fn detail_names_the_policy_of_each_limiter() {
     set(&mut c, &["one", "GCRA", "5", "1", "1s", "NAME", "rps"]);
     set(
         &mut c,
-        &["two", "GCRA", "5", "1", "1s", "FIXED", "2", "1m", "NAME", "minute"],
+        &[
+            "two", "GCRA", "5", "1", "1s", "FIXED", "2", "1m", "NAME", "minute",
+        ],
     );
     let t = base_ms();
     let r = c.cmd(&args!["RL.LIMIT", "k", "one", "DETAIL", "AT", t]);
@@ -208,7 +270,9 @@ fn detail_names_the_policy_of_each_limiter() {
     assert_eq!(entry[0], Reply::Bulk(b"rps".to_vec()));
     assert_eq!(entry[1], Reply::Bulk(b"k".to_vec()));
     assert_eq!(entry[9], Reply::Bulk(b"one".to_vec()));
-    let r = c.cmd(&args!["RL.ALL", 2, "{u}a", "{u}b", "POLICY", "two", "DETAIL", "AT", t]);
+    let r = c.cmd(&args![
+        "RL.ALL", 2, "{u}a", "{u}b", "POLICY", "two", "DETAIL", "AT", t
+    ]);
     let entries = r.as_array().unwrap()[7].as_array().unwrap().to_vec();
     let names: Vec<Reply> = entries
         .iter()
@@ -216,7 +280,10 @@ fn detail_names_the_policy_of_each_limiter() {
         .collect();
     assert_eq!(
         names,
-        [Reply::Bulk(b"{u}a".to_vec()), Reply::Bulk(b"minute".to_vec())]
+        [
+            Reply::Bulk(b"{u}a".to_vec()),
+            Reply::Bulk(b"minute".to_vec())
+        ]
     );
     for e in &entries {
         assert_eq!(e.as_array().unwrap()[9], Reply::Bulk(b"two".to_vec()));
@@ -231,9 +298,8 @@ fn several_limiters_apply_through_rl_all_and_rl_checkall() {
     let mut c = s.conn();
     set(&mut c, &["two", "GCRA", "5", "1", "1s", "FIXED", "2", "1m"]);
     let t = base_ms() / 60_000 * 60_000;
-    let call = |c: &mut Conn, cmd: &str| {
-        c.ints(&args![cmd, 2, "{u}g", "{u}f", "POLICY", "two", "AT", t])
-    };
+    let call =
+        |c: &mut Conn, cmd: &str| c.ints(&args![cmd, 2, "{u}g", "{u}f", "POLICY", "two", "AT", t]);
     assert_eq!(call(&mut c, "RL.CHECKALL")[0], 1);
     assert_eq!(call(&mut c, "RL.ALL")[..3], [1, 2, 1]);
     assert_eq!(call(&mut c, "RL.ALL")[..3], [1, 2, 0]);
@@ -241,7 +307,9 @@ fn several_limiters_apply_through_rl_all_and_rl_checkall() {
     assert_eq!(call(&mut c, "RL.CHECKALL")[0], 0);
     // GCRA charged twice, not three times: 3 of 5 left.
     assert_eq!(
-        c.ints(&args!["RL.GCRA", "{u}g", 5, 1, "1s", "PEEK", "COST", 0, "AT", t])[2],
+        c.ints(&args![
+            "RL.GCRA", "{u}g", 5, 1, "1s", "PEEK", "COST", 0, "AT", t
+        ])[2],
         3
     );
     let e = c.err(&args!["RL.LIMIT", "k", "two", "AT", t]);
@@ -312,7 +380,17 @@ fn fill(c: &mut Conn) {
     c.int(&["RL.POLICY", "DEL", "old"]);
     set(
         c,
-        &["multi", "SLIDING", "3", "1s", "SLIDINGCOUNTER", "9", "1m", "NAME", "m"],
+        &[
+            "multi",
+            "SLIDING",
+            "3",
+            "1s",
+            "SLIDINGCOUNTER",
+            "9",
+            "1m",
+            "NAME",
+            "m",
+        ],
     );
 }
 
@@ -383,7 +461,11 @@ fn aof_round_trip(preamble: &str) {
     drop(c);
     s.restart();
     let mut c = s.conn();
-    assert_eq!(policies(&mut c), after, "after a second rewrite and a restart");
+    assert_eq!(
+        policies(&mut c),
+        after,
+        "after a second rewrite and a restart"
+    );
 }
 
 #[test]
@@ -409,7 +491,10 @@ fn policies_reach_an_aof_turned_on_at_runtime() {
     drop(c);
     s.kill_nosave();
     assert!(!s.dir.join("dump.rdb").exists());
-    let again = Server::start_in(&s.dir, &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let again = Server::start_in(
+        &s.dir,
+        &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"],
+    );
     let mut c = again.conn();
     assert_eq!(policies(&mut c), before);
 }
@@ -439,10 +524,7 @@ fn a_replica_and_an_aof_replay_end_with_the_same_policies_and_versions() {
     m.ok(&args!["RL.POLICY", "RESTORE", dump]);
     wait_replica_synced(&master, &replica);
     let on_master = policies(&mut m);
-    assert_eq!(
-        on_master.0,
-        [("x".to_string(), 1), ("y".to_string(), 2)]
-    );
+    assert_eq!(on_master.0, [("x".to_string(), 1), ("y".to_string(), 2)]);
     assert_eq!(policies(&mut r), on_master);
     // A replica refuses policy writes from clients.
     let e = r.err(&["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"]);
@@ -468,9 +550,11 @@ fn a_full_sync_replaces_a_replicas_policies() {
     let mut r = stale.conn();
     set(&mut r, &["stale", "GCRA", "1", "1", "1s"]);
     r.ok(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
-    wait_until("the replica's link", std::time::Duration::from_secs(10), || {
-        r.info_field("replication", "master_link_status").as_deref() == Some("up")
-    });
+    wait_until(
+        "the replica's link",
+        std::time::Duration::from_secs(10),
+        || r.info_field("replication", "master_link_status").as_deref() == Some("up"),
+    );
     wait_replica_synced(&master, &stale);
     assert_eq!(policies(&mut r), policies(&mut m));
 }
@@ -510,7 +594,10 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
     let s = Server::start();
     let mut c = s.conn();
     set(&mut c, &["api", "GCRA", "10", "1", "1m"]);
-    set(&mut c, &["pair", "GCRA", "3", "1", "1m", "FIXED", "100", "1m"]);
+    set(
+        &mut c,
+        &["pair", "GCRA", "3", "1", "1m", "FIXED", "100", "1m"],
+    );
     let t = base_ms();
     // api: 10 granted (remaining 9..0: the last one, remaining 0, is below 10% of 10), then 4
     // denied.
@@ -519,7 +606,9 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
     }
     // pair: 3 granted (remaining 2, 1, 0 of 3: the last below 10%), 2 denied.
     for _ in 0..5 {
-        c.ints(&args!["RL.ALL", 2, "{p}a", "{p}b", "POLICY", "pair", "AT", t]);
+        c.ints(&args![
+            "RL.ALL", 2, "{p}a", "{p}b", "POLICY", "pair", "AT", t
+        ]);
     }
     let text = c.ok(&["INFO", "ratelimit"]).as_str().unwrap();
     let mut section = None;
@@ -537,7 +626,9 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
         let (name, value) = line.split_once(':').expect("name:value");
         assert!(
             name.starts_with(|ch: char| ch.is_ascii_alphabetic())
-                && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_'),
+                && name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_'),
             "{name}"
         );
         let numeric = value.parse::<f64>().is_ok();

@@ -246,6 +246,18 @@ pub fn server_event(ctx: &Context, event: ffi::events::ServerEvent) {
     }
 }
 
+/// The container `RL.POLICY` (its subcommands have their own docs).
+pub const CONTAINER_DOC: CommandDoc = CommandDoc {
+    arity: -2,
+    summary: c"Named policies, limits stored in the server: SET, GET, DEL, LIST, DUMP, RESTORE",
+    complexity: c"O(1) to O(N), depending on the subcommand",
+    args: &[],
+    shared_options: false,
+};
+
+/// The container's name.
+pub const CONTAINER: &std::ffi::CStr = c"rl.policy";
+
 /// `RL.POLICY SET name limiter [limiter ...] [SHADOW] [DESC text]`
 pub const SET_DOC: CommandDoc = CommandDoc {
     arity: -4,

@@ -151,6 +151,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             module_category && c.in_module_category(),
         )?;
     }
+    ffi::cmdinfo::set_command_info(ctx, policy::CONTAINER, Keys::None, &policy::CONTAINER_DOC)?;
     Ok(())
 }
 
