@@ -150,6 +150,11 @@ pub fn replica_matches(m: &mut Conn, r: &mut Conn) -> Result<(), String> {
     );
     let master = parts[1].clone();
     let replica = r.cmd(&["DEBUG", "DIGEST"]);
+    // The named policies too (outside the keyspace, so not in the digest), versions included.
+    let (pm, pr) = (m.cmd(&["RL.POLICY", "DUMP"]), r.cmd(&["RL.POLICY", "DUMP"]));
+    if pm != pr {
+        return Err(format!("the replica's policies differ: {pm:?} vs {pr:?}"));
+    }
     if master == replica {
         return Ok(());
     }
