@@ -547,4 +547,78 @@ mod tests {
         assert_eq!(d.checksum(), b.checksum());
         assert_eq!(d.dump(), b.dump());
     }
+
+    use crate::core::flow::{self, Write};
+    use crate::core::limiter::{Algorithm, Request};
+    use crate::core::state::{LimiterState, Stored};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A policy changed mid-traffic (RL.POLICY SET replacing its GCRA limiter, calls
+        /// looking it up by name as RL.LIMIT does) never grants more than the model: a count of
+        /// units used, kept across a change, that admits a request iff used + cost <= the
+        /// policy's burst now, and drains at the rate the key holds (a key takes the policy's
+        /// new parameters with its next charged call: the parameter-change rule, applied where
+        /// the key's parameters are stored). Fed the module's decisions, the model admits every
+        /// call the module grants.
+        #[test]
+        fn a_policy_changed_mid_traffic_never_grants_more_than_the_model(
+            steps in prop::collection::vec(
+                (prop::option::weighted(0.2, (1u64..20, 1u64..10, 1u64..5_000)),
+                 0u64..700_000, 0u64..4),
+                1..80,
+            ),
+        ) {
+            let mut store = PolicyStore::new();
+            let first = GcraParams::new(5, 2, 1_000_000).unwrap();
+            let set = |store: &mut PolicyStore, p: &GcraParams| {
+                let def = Definition {
+                    limiters: vec![PolicyLimiter {
+                        params: AnyParams::of::<Gcra>(p),
+                        charge: None,
+                        name: None,
+                    }],
+                    shadow: false,
+                    desc: None,
+                };
+                store.set(b"tier", vec![b"GCRA".to_vec()], def, 10).unwrap();
+            };
+            set(&mut store, &first);
+            let mut key: Option<LimiterState> = None;
+            let mut t = 1_700_000_000_000_000u64;
+            // The model: units used, drained at the rate in force since the last call.
+            let (mut used, mut last) = (0f64, t);
+            let (mut burst, mut per_unit_us) = (5f64, 500_000f64);
+            // The drain rate of the parameters the key holds.
+            let mut key_per_unit_us = per_unit_us;
+            for (change, dt, cost) in steps {
+                t += dt;
+                used = (used - (t - last) as f64 / key_per_unit_us).max(0.0);
+                last = t;
+                if let Some((b, rate, period_ms)) = change {
+                    let p = GcraParams::new(b, rate, period_ms * 1000).unwrap();
+                    set(&mut store, &p);
+                    burst = b as f64;
+                    per_unit_us = (period_ms * 1000) as f64 / rate as f64;
+                }
+                let policy = Arc::clone(store.get(b"tier").unwrap());
+                let spec = &policy.def.limiters[0].params;
+                let params = Gcra::from_state(spec.state()).unwrap().params();
+                let out = flow::apply::<Gcra>(key.as_mut(), params, &Request::new(cost, t), 10)
+                    .unwrap();
+                if let Write::Created(s) = out.write {
+                    key = Some(s);
+                }
+                let granted = out.verdict.granted;
+                if cost > 0 && granted == cost {
+                    prop_assert!(
+                        used + cost as f64 <= burst + 1e-9,
+                        "granted {} with {} of {} used", cost, used, burst
+                    );
+                    used += cost as f64;
+                    key_per_unit_us = per_unit_us;
+                }
+            }
+        }
+    }
 }
