@@ -83,6 +83,8 @@ pub enum RlError {
     PolicyPayload,
     /// A payload's policy (quoted) whose definition does not parse, and why.
     BadPolicy(String, String),
+    /// Two policies (quoted) whose INFO fields would share names (`x` and `x_shadow`).
+    PolicyFields(String, String),
     /// A policy (quoted) applied to a number of keys that is not its number of limiters.
     PolicyKeys {
         policy: String,
@@ -162,6 +164,10 @@ impl fmt::Display for RlError {
             }
             RlError::Server(text) => write!(f, "{text}"),
             RlError::UnknownPolicy(name) => write!(f, "ERR unknown policy '{name}'"),
+            RlError::PolicyFields(a, b) => write!(
+                f,
+                "ERR policy '{a}' and policy '{b}' would share INFO field names: choose another name"
+            ),
             RlError::PolicyPayload => write!(f, "ERR invalid policy payload"),
             RlError::BadPolicy(name, why) => {
                 write!(f, "ERR invalid policy payload: policy '{name}': {why}")

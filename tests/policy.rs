@@ -144,6 +144,11 @@ fn bad_names_and_definitions_are_refused_and_change_nothing() {
     }
     assert_eq!(set(&mut c, &[&"a".repeat(64), "GCRA", "1", "1", "1s"]), 2);
     c.int(&["RL.POLICY", "DEL", &"a".repeat(64)]);
+    // `ok_shadow` beside `ok`: `policy_ok_shadow_denied` would name two counters.
+    assert_eq!(
+        c.err(&["RL.POLICY", "SET", "ok_shadow", "GCRA", "1", "1", "1s"]),
+        "ERR policy 'ok_shadow' and policy 'ok' would share INFO field names: choose another name"
+    );
     let before = c.cmd(&["RL.POLICY", "DUMP"]);
     #[rustfmt::skip]
     let cases: &[(&[&str], &str)] = &[

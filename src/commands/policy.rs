@@ -149,6 +149,15 @@ pub fn parse_definition(items: &[&[u8]]) -> Result<Definition, RlError> {
 /// `ERR invalid policy payload` naming the first policy whose definition does not parse.
 fn parse_payload(bytes: &[u8], max: usize) -> Result<(u64, Vec<Policy>), RlError> {
     let Payload { counter, records } = policy::decode(bytes, max).ok_or(RlError::PolicyPayload)?;
+    for (i, a) in records.iter().enumerate() {
+        if let Some(b) = records
+            .iter()
+            .skip(i.saturating_add(1))
+            .find(|b| policy::fields_collide(&a.name, &b.name))
+        {
+            return Err(RlError::PolicyFields(quote(&a.name), quote(&b.name)));
+        }
+    }
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let refs: Vec<&[u8]> = r.args.iter().map(Vec::as_slice).collect();
@@ -350,6 +359,9 @@ impl Run for Set {
             let args: Vec<Vec<u8>> = def.iter().map(|a| a.to_vec()).collect();
             let (version, payload) = {
                 let mut s = store();
+                if let Some(other) = s.collision(name) {
+                    return Err(RlError::PolicyFields(quote(name), quote(other)));
+                }
                 let version = s
                     .set(name, args, parsed, config::max_policies())
                     .map_err(store_error)?;
@@ -476,6 +488,12 @@ impl Run for Restore {
             let full = {
                 let mut s = store();
                 if merge {
+                    if let Some((p, other)) = policies
+                        .iter()
+                        .find_map(|p| s.collision(&p.name).map(|o| (p, o)))
+                    {
+                        return Err(RlError::PolicyFields(quote(&p.name), quote(other)));
+                    }
                     let added = policies.iter().filter(|p| s.get(&p.name).is_none()).count();
                     if s.len().saturating_add(added) > max {
                         return Err(store_error(StoreError::Full(max)));

@@ -111,6 +111,14 @@ impl PolicyStats {
 /// The suffixes of a policy's INFO fields (`policy_<name>_<suffix>`).
 pub const STAT_NAMES: [&str; 5] = ["calls", "granted", "denied", "shadow_denied", "near_limit"];
 
+/// Whether policies named `a` and `b` would share an INFO field: `policy_<a>_shadow_denied`
+/// is `policy_<b>_denied` when `b` is `a` followed by `_shadow` (the only suffix of
+/// [`STAT_NAMES`] that ends another).
+pub fn fields_collide(a: &[u8], b: &[u8]) -> bool {
+    let shadowed = |x: &[u8], y: &[u8]| y.strip_suffix(b"_shadow") == Some(x);
+    shadowed(a, b) || shadowed(b, a)
+}
+
 /// `remaining` below 10% of `limit` (exactly: `remaining · 10 < limit`).
 pub fn near_limit(remaining: i64, limit: i64) -> bool {
     i128::from(remaining).saturating_mul(10) < i128::from(limit)
@@ -238,6 +246,17 @@ impl PolicyStore {
     /// Raise the counter to `counter` (a merged payload's), never lower it.
     pub fn raise_counter(&mut self, counter: u64) {
         self.counter = self.counter.max(counter);
+    }
+
+    /// A policy whose INFO fields would collide with those of a policy named `name`
+    /// ([`fields_collide`]), if any.
+    pub fn collision(&self, name: &[u8]) -> Option<&[u8]> {
+        let shadow = name.strip_suffix(b"_shadow");
+        let longer = [name, b"_shadow"].concat();
+        shadow
+            .and_then(|s| self.policies.get_key_value(s))
+            .or_else(|| self.policies.get_key_value(longer.as_slice()))
+            .map(|(k, _)| k.as_slice())
     }
 
     /// Remove `name`; whether it existed.
@@ -430,6 +449,28 @@ mod tests {
         for bad in ["", "Free", "a-b", "a.b", "a b", "é", &"x".repeat(65), "a\0"] {
             assert!(!valid_name(bad.as_bytes()), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn only_a_name_and_its_shadow_suffixed_twin_share_info_fields() {
+        let fields = |n: &str| STAT_NAMES.map(|s| format!("policy_{n}_{s}"));
+        let names = ["a", "a_shadow", "a_near", "a_calls", "b", "a_shadow_shadow"];
+        for x in names {
+            for y in names {
+                let shared = x != y && fields(x).iter().any(|f| fields(y).contains(f));
+                assert_eq!(
+                    fields_collide(x.as_bytes(), y.as_bytes()),
+                    shared,
+                    "{x} {y}"
+                );
+            }
+        }
+        let mut s = PolicyStore::new();
+        s.set(b"a", args("x"), def(1), 10).unwrap();
+        assert_eq!(s.collision(b"a_shadow"), Some(&b"a"[..]));
+        assert_eq!(s.collision(b"b"), None);
+        s.set(b"c_shadow", args("x"), def(1), 10).unwrap();
+        assert_eq!(s.collision(b"c"), Some(&b"c_shadow"[..]));
     }
 
     #[test]
