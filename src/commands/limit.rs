@@ -49,7 +49,9 @@ fn run(
     bytes: &[&[u8]],
     this: &'static Command,
 ) -> Result<(), RlError> {
-    let name = bytes.get(2).copied().ok_or(RlError::Arity)?;
+    let Some(&name) = bytes.get(2) else {
+        return Err(RlError::Arity);
+    };
     let mut args = Args::new(bytes);
     args.nth(2);
     let mut opts = Options::parse(&mut args, |_, _| Ok(false))?;
@@ -110,7 +112,7 @@ fn limit_with<A: Stored>(
     a: &A,
     hooks: Hooks<'_>,
 ) -> Result<crate::commands::Ran, RlError> {
-    let call = Call::<A> {
+    let call = Call::<A, _> {
         params: a.params(),
         opts: hooks.opts,
         command: "rl.limit",

@@ -238,7 +238,7 @@ pub fn reply_detail<A: Stored>(
 /// What a single-limiter call runs with, besides its key: the hooks by which a command that is
 /// not the algorithm's own (RL.LIMIT: parameters from a named policy) shares [`run`]'s flow.
 #[derive(Debug, Clone, Copy)]
-pub struct Call<'c, A: Algorithm> {
+pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
     /// The limiter's parameters.
     pub params: &'c A::Params,
     /// The call's shared options.
@@ -247,8 +247,8 @@ pub struct Call<'c, A: Algorithm> {
     pub command: &'static str,
     /// The keyspace event of a write, and the command propagated with the call's arguments.
     pub event: &'static CStr,
-    /// How the call replies without `DETAIL`.
-    pub reply: fn(&Context, &Decision, &Verdict),
+    /// How the call replies without `DETAIL` (a function item or closure: called statically).
+    pub reply: R,
     /// The limiter's name in the detailed reply (its key when `None`).
     pub name: Option<&'c [u8]>,
     /// The named policy the limiter comes from, for the detailed reply.
@@ -275,7 +275,7 @@ pub fn run<C: LimiterCommand>(
     stats: &'static CommandStats,
 ) -> Result<(), RlError> {
     let parsed = C::parse(bytes)?;
-    let call = Call::<C::Algo> {
+    let call = Call::<C::Algo, _> {
         params: &parsed.params,
         opts: parsed.opts,
         command: C::NAME,
@@ -292,12 +292,12 @@ pub fn run<C: LimiterCommand>(
 /// # Errors
 /// As [`run`].
 #[inline(always)]
-pub fn run_call<A: Stored>(
+pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
     ctx: &Context,
     argv: Argv<'_>,
     bytes: &[&[u8]],
     stats: &'static CommandStats,
-    call: Call<'_, A>,
+    call: Call<'_, A, R>,
 ) -> Result<Ran, RlError> {
     let parsed = Parsed {
         params: call.params,
@@ -306,7 +306,9 @@ pub fn run_call<A: Stored>(
     parsed
         .opts
         .check_delay(std::iter::once((A::KIND, A::DELAY)))?;
-    let key_name = argv.get(1).ok_or(RlError::Arity)?;
+    let Some(key_name) = argv.get(1) else {
+        return Err(RlError::Arity);
+    };
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;

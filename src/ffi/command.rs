@@ -222,14 +222,12 @@ pub fn create_subcommand(ctx: &Context, full: &CStr, handler: Callback, flags: &
     ) else {
         return Status::Err;
     };
-    // SAFETY: copying function pointers out of the API table, filled in at load.
-    let (create, get, create_sub) = unsafe {
-        (
-            raw::RedisModule_CreateCommand,
-            raw::RedisModule_GetCommand,
-            raw::RedisModule_CreateSubcommand,
-        )
-    };
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let create = unsafe { raw::RedisModule_CreateCommand };
+    // SAFETY: as above.
+    let get = unsafe { raw::RedisModule_GetCommand };
+    // SAFETY: as above.
+    let create_sub = unsafe { raw::RedisModule_CreateSubcommand };
     let (Some(create), Some(get), Some(create_sub)) = (create, get, create_sub) else {
         return Status::Err;
     };

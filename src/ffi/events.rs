@@ -129,14 +129,12 @@ unsafe extern "C" fn on_server_event(
 /// Whether an AOF rewrite is in progress (`INFO persistence` `aof_rewrite_in_progress`): in
 /// the parent right after the fork of a rewrite, the server has recorded its child already.
 pub fn aof_rewrite_in_progress(ctx: &Context) -> bool {
-    // SAFETY: copying function pointers out of the API table, filled in at load.
-    let (get, field, free) = unsafe {
-        (
-            raw::RedisModule_GetServerInfo,
-            raw::RedisModule_ServerInfoGetFieldSigned,
-            raw::RedisModule_FreeServerInfo,
-        )
-    };
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let get = unsafe { raw::RedisModule_GetServerInfo };
+    // SAFETY: as above.
+    let field = unsafe { raw::RedisModule_ServerInfoGetFieldSigned };
+    // SAFETY: as above.
+    let free = unsafe { raw::RedisModule_FreeServerInfo };
     let (Some(get), Some(field), Some(free)) = (get, field, free) else {
         return false;
     };
