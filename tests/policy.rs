@@ -658,3 +658,73 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
     assert_eq!(sum.len(), 16);
     assert!(sum.chars().all(|ch| ch.is_ascii_hexdigit()));
 }
+
+/// A damaged policy payload in the RDB's aux data fails the load cleanly: the server says so and
+/// exits (no panic), rather than starting with policies missing or wrong.
+#[test]
+fn a_damaged_policy_payload_in_the_rdb_fails_the_load_cleanly() {
+    // Neither compressed nor checksummed, so the definition's bytes can be changed in place.
+    let mut s = Server::start_with(&["--rdbcompression", "no", "--rdbchecksum", "no"]);
+    let mut c = s.conn();
+    set(&mut c, &["free", "GCRA", "10", "1", "1s"]);
+    c.ok(&["SAVE"]);
+    drop(c);
+    s.kill_nosave();
+    let rdb = s.dir.join("dump.rdb");
+    let mut bytes = std::fs::read(&rdb).unwrap();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"GCRA")
+        .expect("the definition in the RDB");
+    bytes[at + 3] = b'X';
+    std::fs::write(&rdb, bytes).unwrap();
+    let log = s.dir.join("damaged.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut cmd = std::process::Command::new(server_bin());
+    cmd.args([
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])
+    .arg("--dir")
+    .arg(&s.dir)
+    .arg("--logfile")
+    .arg(&log)
+    .arg("--loadmodule")
+    .arg(module_path());
+    if let Some(ld) = std::env::var_os("RL_LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        cmd.env("LD_LIBRARY_PATH", ld);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server loaded a damaged policy payload");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // It exited (the server's exit status after an unloadable RDB is its own: 0 on 7.0, which
+    // runs its RDB check first), saying why.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("not able to load"), "{status}: {text}");
+    assert!(
+        text.contains("ratelimit: the RDB's named policies (aux data) are invalid"),
+        "{text}"
+    );
+    assert!(!text.contains("panic"), "{text}");
+}

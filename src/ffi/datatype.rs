@@ -78,7 +78,12 @@ unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when
     };
     match AUX.get() {
         Some(h) if (h.load)(buf.as_ref()) => raw::REDISMODULE_OK as c_int,
-        _ => err,
+        _ => {
+            crate::ffi::log::warning(
+                "ratelimit: the RDB's named policies (aux data) are invalid: not loaded",
+            );
+            err
+        }
     }
 }
 
