@@ -35,7 +35,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         Status::Err
     };
     ffi::datatype::set_aux_hooks(ffi::datatype::AuxHooks {
-        save: commands::policy::dump_all,
+        save: commands::policy_state::dump_all,
         load: commands::policy::load_all,
     });
     if let Err(e) = commands::table::register(ctx) {
@@ -44,7 +44,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let hooks = ffi::events::Hooks {
         key: commands::wait::key_event,
         server: commands::wait::server_event,
-        policy: commands::policy::server_event,
+        policy: commands::policy_state::server_event,
     };
     if let Err(e) = ffi::events::subscribe(ctx, hooks) {
         return fail(e);

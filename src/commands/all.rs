@@ -18,7 +18,7 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
 use crate::commands::{evaluation_time, reply_decision, with_bytes};
-use crate::commands::{policy, registry};
+use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
@@ -116,7 +116,7 @@ impl<'a> AllRequest<'a> {
         {
             args.next();
             let name = args.value_of("POLICY")?;
-            let found = policy::lookup(name)?;
+            let found = policy_state::lookup(name)?;
             let limiters = &found.def.limiters;
             if limiters.len() != keys.len() {
                 return Err(RlError::PolicyKeys {
@@ -315,7 +315,7 @@ fn run(
     }
     let parsed = AllRequest::parse(bytes)?;
     if parsed.policy.is_some() {
-        policy::flush_pending(ctx);
+        policy_state::flush_pending(ctx);
     }
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;

@@ -10,7 +10,7 @@
 use redis_module::Context;
 
 use crate::commands::args::{Args, Options};
-use crate::commands::policy;
+use crate::commands::policy_state;
 use crate::commands::row::{Command, Run};
 use crate::commands::{Call, reply_decision, run_call, with_bytes};
 use crate::core::Kind;
@@ -55,7 +55,7 @@ fn run(
     let mut args = Args::new(bytes);
     args.nth(2);
     let mut opts = Options::parse(&mut args, |_, _| Ok(false))?;
-    let found = policy::lookup(name)?;
+    let found = policy_state::lookup(name)?;
     let [limiter] = found.def.limiters.as_slice() else {
         return Err(RlError::PolicyKeys {
             policy: crate::commands::args::quote(name),
@@ -66,7 +66,7 @@ fn run(
     if let Some(charge) = limiter.charge {
         opts.cost = charge;
     }
-    policy::flush_pending(ctx);
+    policy_state::flush_pending(ctx);
     // A concurrency limiter takes its lease id from the call's DEDUP, as in RL.ALL.
     let bound;
     let spec = if limiter.params.kind() == Kind::Concurrency {

@@ -41,6 +41,7 @@ pub mod info;
 pub mod leaky_bucket;
 pub mod limit;
 pub mod policy;
+pub mod policy_state;
 pub mod propagate;
 pub mod refund;
 pub mod registry;

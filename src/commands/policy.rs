@@ -10,60 +10,28 @@
 //! `RL.POLICY RESTORE <that policy> MERGE`, a RESTORE as `RL.POLICY RESTORE <every policy>`, a
 //! DEL as itself. The RDB holds them as aux data (`ffi::datatype`), and an AOF rewrite, whose
 //! base file has no place for them without an RDB preamble, gets them at the start of its new
-//! incremental file ([`server_event`]): the server opens that file before it forks the
-//! rewrite, and everything propagated after the fork goes to it.
+//! incremental file (`commands::policy_state`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisValue};
 
 use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, quote};
+use crate::commands::policy_state::{dump_all, flush_pending, owe_nothing, store};
 use crate::commands::row::{Command, Run};
 use crate::commands::with_bytes;
 use crate::config;
 use crate::core::policy::{
     self, ARG_MAX, ARGS_MAX, DESC_MAX, Definition, LIMITERS_MAX, Payload, Policy, PolicyLimiter,
-    PolicyStore, StoreError,
+    StoreError,
 };
 use crate::docs::{ArgDoc, ArgType, CommandDoc, arg, opt};
 use crate::error::RlError;
 use crate::ffi;
 use crate::ffi::command::Argv;
 use crate::ffi::reply;
-
-/// Every policy of the server.
-static STORE: Mutex<PolicyStore> = Mutex::new(PolicyStore::new());
-
-/// The store, locked (a panic while it was held leaves it as it was: every change is one map
-/// operation).
-pub fn store() -> MutexGuard<'static, PolicyStore> {
-    STORE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The store if it is free now (INFO in a crash report must not wait).
-pub fn try_store() -> Option<MutexGuard<'static, PolicyStore>> {
-    match STORE.try_lock() {
-        Ok(g) => Some(g),
-        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
-}
-
-/// The policy named `name`.
-///
-/// # Errors
-/// `ERR unknown policy '<name>'`.
-pub fn lookup(name: &[u8]) -> Result<Arc<Policy>, RlError> {
-    store()
-        .get(name)
-        .cloned()
-        .ok_or_else(|| RlError::UnknownPolicy(quote(name)))
-}
 
 /// The error for a policy name that is not `[a-z0-9_]{1,64}`.
 const BAD_NAME: RlError =
@@ -184,74 +152,6 @@ pub fn load_all(payload: &[u8]) -> bool {
             true
         }
         Err(_) => false,
-    }
-}
-
-/// Every policy, in the wire form (an RDB's aux data, `DUMP`).
-pub fn dump_all() -> Vec<u8> {
-    store().dump()
-}
-
-/// A full copy of the policies is owed to the AOF: an AOF rewrite began. It is sent by a timer
-/// right after (not from the fork's event: inside the command that forked, BGREWRITEAOF or
-/// CONFIG SET appendonly, the server would take the module's propagation for a change made by
-/// that command and propagate the command too), or earlier by the first command that depends on
-/// policies; never while clients are paused (nothing may be propagated then: the timer waits).
-static PENDING: AtomicBool = AtomicBool::new(false);
-
-/// How long the timer waits again while clients are paused.
-const PAUSED_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The timer of [`PENDING`].
-fn on_pending_timer(ctx: &Context, (): ()) {
-    if !PENDING.load(Ordering::Relaxed) {
-        return;
-    }
-    if ffi::events::avoid_replica_traffic() {
-        ctx.create_timer(PAUSED_RETRY, on_pending_timer, ());
-        return;
-    }
-    PENDING.store(false, Ordering::Relaxed);
-    propagate_all(ctx);
-}
-
-/// Propagate every policy (`RL.POLICY RESTORE <payload>`), if any.
-fn propagate_all(ctx: &Context) {
-    let payload = {
-        let s = store();
-        if s.is_empty() {
-            return;
-        }
-        s.dump()
-    };
-    ffi::replicate::replicate_policies(ctx, &payload, false);
-}
-
-/// Send the copy [`PENDING`] owes, if any: called by every command that applies a policy,
-/// before it propagates (clients are not paused when a write runs).
-#[inline]
-pub fn flush_pending(ctx: &Context) {
-    if PENDING.load(Ordering::Relaxed) && !ffi::events::avoid_replica_traffic() {
-        PENDING.store(false, Ordering::Relaxed);
-        propagate_all(ctx);
-    }
-}
-
-/// Server events: a load that replaces the dataset (RDB, AOF, a full sync from a master)
-/// starts with no policies (the aux data or the AOF brings them); a fork for an AOF rewrite
-/// propagates every policy, so the new incremental AOF file, opened before the fork, starts
-/// with them (the rewritten base file only has the keys when it has no RDB preamble).
-pub fn server_event(ctx: &Context, event: ffi::events::ServerEvent) {
-    match event {
-        ffi::events::ServerEvent::LoadStart => store().clear(),
-        ffi::events::ServerEvent::ForkBorn => {
-            if !ffi::events::aof_rewrite_in_progress(ctx) || store().is_empty() {
-                return;
-            }
-            PENDING.store(true, Ordering::Relaxed);
-            ctx.create_timer(std::time::Duration::ZERO, on_pending_timer, ());
-        }
-        ffi::events::ServerEvent::Other => {}
     }
 }
 
@@ -508,41 +408,12 @@ impl Run for Restore {
                 }
                 s.dump()
             };
-            PENDING.store(false, Ordering::Relaxed);
+            owe_nothing();
             ffi::replicate::replicate_policies(ctx, &full, false);
             reply::ok(ctx);
             Ok(())
         })
     }
-}
-
-/// `INFO ratelimit`'s policy fields: `policies`, `policies_checksum` (16 hex digits), then per
-/// policy `policy_<name>_<counter>` for each of `core::policy::STAT_NAMES`. Nothing when the
-/// store is busy (a crash report while a command held it).
-pub fn info_fields() -> Vec<(String, InfoValue)> {
-    let Some(s) = try_store() else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(2usize.saturating_add(s.len().saturating_mul(5)));
-    out.push(("policies".to_string(), InfoValue::Int(s.len() as u64)));
-    out.push((
-        "policies_checksum".to_string(),
-        InfoValue::Text(format!("{:016x}", s.checksum())),
-    ));
-    for p in s.iter() {
-        let name = String::from_utf8_lossy(&p.name);
-        for (suffix, v) in policy::STAT_NAMES.iter().zip(p.stats.values()) {
-            out.push((format!("policy_{name}_{suffix}"), InfoValue::Int(v)));
-        }
-    }
-    out
-}
-
-/// One INFO value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InfoValue {
-    Int(u64),
-    Text(String),
 }
 
 #[cfg(test)]
@@ -551,6 +422,7 @@ mod tests {
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::multi::AnyParams;
+    use crate::core::policy::PolicyStore;
 
     fn def(s: &str) -> Result<Definition, String> {
         let items: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();

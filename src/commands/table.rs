@@ -23,8 +23,8 @@ use redis_module::Context;
 use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy, refund,
-    restore, stream_count, throttle,
+    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy,
+    policy_state, refund, restore, stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -176,12 +176,12 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .build_dictionary()?;
     }
     let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-    for (name, value) in policy::info_fields() {
+    for (name, value) in policy_state::info_fields() {
         section = match value {
-            policy::InfoValue::Int(v) => {
+            policy_state::InfoValue::Int(v) => {
                 section.field(&name, i64::try_from(v).unwrap_or(i64::MAX))?
             }
-            policy::InfoValue::Text(t) => section.field(&name, t)?,
+            policy_state::InfoValue::Text(t) => section.field(&name, t)?,
         };
     }
     section = section
