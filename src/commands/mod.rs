@@ -75,7 +75,7 @@ use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats::CommandStats;
+use crate::stats::{CommandStats, Count};
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]
@@ -209,7 +209,7 @@ impl<C: LimiterCommand> Run for Limiter<C> {
 }
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
-/// (`bytes[1]`).
+/// (`bytes[1]`), enforcement's `verdict` for `reason`; with `shadow` the call let through.
 #[cold]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
@@ -218,9 +218,19 @@ pub fn reply_detail<A: Stored>(
     cost: u64,
     verdict: &Verdict,
     reason: Reason,
+    shadow: bool,
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
-    detail::reply_one(ctx, key, None, cost, *verdict, A::window(params), reason);
+    detail::reply_one(
+        ctx,
+        key,
+        None,
+        cost,
+        *verdict,
+        A::window(params),
+        reason,
+        shadow,
+    );
 }
 
 /// The shared flow of every limiter command, on the call's arguments and their bytes, counted
@@ -261,7 +271,10 @@ pub fn run<C: LimiterCommand>(
         outcome.expires_at,
         Some(key_name),
     );
-    let d = Decision::from(outcome.verdict);
+    // Counted by enforcement's decision; the reply is the call's (`SHADOW` lets it through).
+    let granted = outcome.verdict.granted > 0 || (req.cost == 0 && !outcome.blocked);
+    let reply = req.reply(outcome.verdict, outcome.reason).0;
+    let d = Decision::from(reply);
     let tail = Tail {
         event: C::EVENT,
         stats,
@@ -271,7 +284,6 @@ pub fn run<C: LimiterCommand>(
         at_index: parsed.opts.at_index,
         now,
     };
-    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let detail = parsed.opts.detail;
     finish(
         ctx,
@@ -279,7 +291,7 @@ pub fn run<C: LimiterCommand>(
         eval,
         &mut [Touched::new(key, key_name, fate)],
         propagate,
-        granted,
+        Count::of(granted, req.shadow),
         |ctx| {
             if detail {
                 reply_detail::<C::Algo>(
@@ -289,9 +301,10 @@ pub fn run<C: LimiterCommand>(
                     req.cost,
                     &outcome.verdict,
                     outcome.reason,
+                    req.shadow,
                 );
             } else {
-                C::reply(ctx, &d, &outcome.verdict);
+                C::reply(ctx, &d, &reply);
             }
         },
     )
