@@ -20,13 +20,14 @@ pub struct CommandStats {
     pub shadow_denied: AtomicU64,
 }
 
-/// How one evaluated call counts ([`Count::of`]).
+/// How one evaluated call counts ([`Count::of`]): in the granted or the denied column, and
+/// maybe in the shadow_denied one too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count {
-    /// In the granted column (else the denied one).
-    pub granted: bool,
-    /// In the shadow_denied column too.
-    pub shadow_denied: bool,
+    /// Enforcement grants the call.
+    enforced: bool,
+    /// The call was made with `SHADOW`.
+    shadow: bool,
 }
 
 impl Count {
@@ -36,9 +37,19 @@ impl Count {
     /// a command's or a policy's.
     pub const fn of(granted: bool, shadow: bool) -> Count {
         Count {
-            granted: granted || shadow,
-            shadow_denied: shadow && !granted,
+            enforced: granted,
+            shadow,
         }
+    }
+
+    /// In the granted column (else the denied one).
+    pub const fn granted(self) -> bool {
+        self.enforced || self.shadow
+    }
+
+    /// In the shadow_denied column: enforcement denies it, `SHADOW` let it through.
+    pub const fn shadow_denied(self) -> bool {
+        self.shadow && !self.enforced
     }
 }
 
@@ -66,13 +77,14 @@ impl CommandStats {
     pub fn record(&self, count: impl Into<Count>) {
         let count = count.into();
         self.calls.fetch_add(1, Ordering::Relaxed);
-        if count.granted {
+        // A call enforcement grants tests nothing more (the common path).
+        if count.enforced {
             self.granted.fetch_add(1, Ordering::Relaxed);
+        } else if count.shadow {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+            self.shadow_denied.fetch_add(1, Ordering::Relaxed);
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
-        }
-        if count.shadow_denied {
-            self.shadow_denied.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -123,7 +135,7 @@ mod tests {
         ];
         for ((granted, shadow), want) in cases {
             let c = Count::of(granted, shadow);
-            assert_eq!((c.granted, c.shadow_denied), want, "{granted} {shadow}");
+            assert_eq!((c.granted(), c.shadow_denied()), want, "{granted} {shadow}");
         }
         let s = CommandStats::new(Some("t"));
         s.record(Count::of(false, true));

@@ -68,7 +68,7 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow;
-use crate::core::limiter::{Algorithm, Decision, Reason, Verdict};
+use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::state::Stored;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
@@ -271,10 +271,9 @@ pub fn run<C: LimiterCommand>(
         outcome.expires_at,
         Some(key_name),
     );
-    // Counted by enforcement's decision; the reply is the call's (`SHADOW` lets it through).
-    let granted = outcome.verdict.granted > 0 || (req.cost == 0 && !outcome.blocked);
-    let reply = req.reply(outcome.verdict, outcome.reason).0;
-    let d = Decision::from(reply);
+    let d = Decision::from(outcome.verdict);
+    // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
         event: C::EVENT,
         stats,
@@ -284,7 +283,8 @@ pub fn run<C: LimiterCommand>(
         at_index: parsed.opts.at_index,
         now,
     };
-    let detail = parsed.opts.detail;
+    // `DETAIL` and `SHADOW` replies are off the common path.
+    let special = parsed.opts.detail | parsed.opts.shadow;
     finish(
         ctx,
         tail,
@@ -293,19 +293,39 @@ pub fn run<C: LimiterCommand>(
         propagate,
         Count::of(granted, req.shadow),
         |ctx| {
-            if detail {
-                reply_detail::<C::Algo>(
+            if special {
+                reply_special::<C>(
                     ctx,
                     bytes,
                     &parsed.params,
-                    req.cost,
-                    &outcome.verdict,
-                    outcome.reason,
-                    req.shadow,
+                    &req,
+                    (&outcome.verdict, outcome.reason),
+                    parsed.opts.detail,
                 );
             } else {
-                C::reply(ctx, &d, &reply);
+                C::reply(ctx, &d, &outcome.verdict);
             }
         },
     )
+}
+
+/// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose
+/// enforced reply is `verdict` for `reason`: the detailed reply, or the call let through
+/// ([`Request::reply`]).
+#[cold]
+#[inline(never)]
+fn reply_special<C: LimiterCommand>(
+    ctx: &Context,
+    bytes: &[&[u8]],
+    params: &<C::Algo as Algorithm>::Params,
+    req: &Request,
+    (verdict, reason): (&Verdict, Reason),
+    detail: bool,
+) {
+    if detail {
+        reply_detail::<C::Algo>(ctx, bytes, params, req.cost, verdict, reason, req.shadow);
+    } else {
+        let reply = req.reply(*verdict, reason).0;
+        C::reply(ctx, &Decision::from(reply), &reply);
+    }
 }
