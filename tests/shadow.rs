@@ -801,3 +801,41 @@ fn shadow_is_refused_where_it_does_not_apply_and_documented_where_it_does() {
         assert!(!holds(&docs, "SHADOW"), "{command}: {docs:?}");
     }
 }
+
+/// Shadow calls replay from the AOF into the master's values (RL.ALL propagates the call
+/// itself, SHADOW included, with its resolved AT; the others their new value).
+#[test]
+fn shadow_calls_replay_from_the_aof() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = s.conn();
+    let t = minute();
+    let calls: Vec<Vec<Vec<u8>>> = vec![
+        args!["RL.GCRA", "g", 1, 1, "1s", "SHADOW", "AT", t].to_vec(),
+        args!["RL.GCRA", "g", 1, 1, "1s", "SHADOW", "BLOCK", "3s", "AT", t].to_vec(),
+        args!["RL.SLIDING", "s", 1, "1s", "SHADOW", "AT", t].to_vec(),
+        args![
+            "RL.ALL", 2, "{r}a", "{r}b", "GCRA", 3, 1, "1s", "FIXED", 1, "1m", "SHADOW", "AT", t
+        ]
+        .to_vec(),
+        args![
+            "RL.ALL", 2, "{r}a", "{r}b", "GCRA", 3, 1, "1s", "FIXED", 1, "1m", "SHADOW", "BLOCK",
+            "1s", "AT", t
+        ]
+        .to_vec(),
+    ];
+    for call in &calls {
+        assert!(!c.cmd(call).is_error(), "{call:?}");
+    }
+    let keys = ["g", "s", "{r}a", "{r}b"];
+    let state = |c: &mut Conn| -> Vec<(Reply, i64)> {
+        keys.iter()
+            .map(|k| (digest(c, k), c.int(&["PEXPIRETIME", k])))
+            .collect()
+    };
+    let before = state(&mut c);
+    assert!(before.iter().all(|(d, _)| !d.is_nil()), "{before:?}");
+    drop(c);
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(state(&mut c), before);
+}
