@@ -70,7 +70,7 @@ pub fn reply(
 
 /// The detailed reply of a single-limiter call on `key`: enforcement's reply `verdict` for
 /// `cost` units, the limiter denying for `reason` unless it is granted; with `shadow` the call
-/// is let through ([`shadow`]), its entry still showing enforcement's reply.
+/// is let through ([`limiter::shadow`]), its entry still showing enforcement's reply.
 #[allow(clippy::too_many_arguments)]
 pub fn reply_one(
     ctx: &Context,
