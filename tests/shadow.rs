@@ -839,3 +839,66 @@ fn shadow_calls_replay_from_the_aof() {
     let mut c = s.conn();
     assert_eq!(state(&mut c), before);
 }
+
+/// While a client waits for a concurrency key (`RL.ACQUIRE ... WAIT`), a new lease yields to
+/// it even where it would fit; with SHADOW that call is let through without taking the lease
+/// (RL.ACQUIRE, and RL.ALL naming the concurrency key as the would-be denier), and the waiter
+/// is served as if it had not been made.
+#[test]
+fn shadow_lets_a_call_through_that_yields_to_the_waiters_taking_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // On the server's clock (WAIT takes no AT): limit 2, a holds 1; w waits for 2.
+    c.ints(&["RL.ACQUIRE", "{q}c", "2", "1m", "ID", "a"]);
+    let mut waiter = s.conn();
+    waiter.send(&[
+        "RL.ACQUIRE",
+        "{q}c",
+        "2",
+        "1m",
+        "ID",
+        "w",
+        "COST",
+        "2",
+        "WAIT",
+        "10s",
+    ]);
+    wait_until("one waiter", std::time::Duration::from_secs(10), || {
+        c.info_field("ratelimit", "ratelimit_rl_acquire_wait")
+            .is_some_and(|l| l.starts_with("waiting=1,"))
+    });
+    // One unit is free, but w comes first: x yields (enforced: denied)...
+    let enforced = c.ints(&["RL.ACQUIRE", "{q}c", "2", "1m", "ID", "x"]);
+    assert_eq!(enforced[0], 0, "{enforced:?}");
+    // ...and with SHADOW is let through, taking nothing.
+    let r = c.ints(&["RL.ACQUIRE", "{q}c", "2", "1m", "ID", "x", "SHADOW"]);
+    assert_eq!((r[0], r[3]), (1, 0), "{r:?}");
+    let all = c.cmd(&[
+        "RL.ALL",
+        "2",
+        "{q}c",
+        "{q}g",
+        "CONCURRENCY",
+        "2",
+        "1m",
+        "GCRA",
+        "5",
+        "1",
+        "1s",
+        "DEDUP",
+        "y",
+        "SHADOW",
+        "DETAIL",
+    ]);
+    let a = all.as_array().unwrap();
+    assert_eq!((&a[0], &a[3]), (&int(1), &int(0)), "{all:?}");
+    assert_eq!((&a[5], &a[6]), (&bulk("{q}c"), &bulk("shadow")), "{all:?}");
+    assert_eq!(c.int(&["EXISTS", "{q}g"]), 0);
+    // Releasing a frees 2 units: w gets both, so x and y hold none.
+    assert_eq!(c.int(&["RL.RELEASE", "{q}c", "a"]), 1);
+    let got = waiter.recv();
+    assert_eq!(got.as_array().unwrap()[0], int(2), "{got:?}");
+    assert_eq!(c.int(&["RL.RELEASE", "{q}c", "x"]), 0);
+    assert_eq!(c.int(&["RL.RELEASE", "{q}c", "y"]), 0);
+    assert_eq!(c.int(&["RL.RELEASE", "{q}c", "w"]), 2);
+}
