@@ -1,5 +1,6 @@
 //! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
-//! and the shared options (`COST`, `PEEK`, `SHADOW`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`, `AT`).
+//! and the shared options (`COST`, `PEEK`, `SHADOW`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`,
+//! `AT`).
 //!
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 

@@ -48,9 +48,7 @@ impl Request {
             delay: None,
         }
     }
-}
 
-impl Request {
     /// The reply of this call when enforcement replies `enforced` for `reason` (the call's
     /// reason, [`Reason::of_call`]): that reply, or under `SHADOW` ([`shadow`]) the call let
     /// through.
