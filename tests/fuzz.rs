@@ -539,6 +539,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
     const SHARED: &[&str] = &[
         "COST",
         "PEEK",
+        "SHADOW",
         "BESTEFFORT",
         "DEDUP",
         "BLOCK",
@@ -564,7 +565,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
         used.push(name);
         out.push(spell(r, name));
         let value = match name {
-            "PEEK" | "BESTEFFORT" | "DETAIL" | "FOO" | "NX" => continue,
+            "PEEK" | "SHADOW" | "BESTEFFORT" | "DETAIL" | "FOO" | "NX" => continue,
             "COST" | "ADD" => {
                 if r.odd() {
                     odd_number(r)
@@ -761,9 +762,10 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 }
             }
             if name == "RL.CHECKALL" {
-                // Its options are COST, DETAIL and AT; odd vectors also get RL.ALL's others.
+                // Its options are COST, SHADOW, DETAIL and AT; odd vectors also get RL.ALL's
+                // others.
                 let shared = r.odd();
-                options(r, &mut v, &["COST", "DETAIL", "AT"], shared);
+                options(r, &mut v, &["COST", "SHADOW", "DETAIL", "AT"], shared);
             } else {
                 options(r, &mut v, &[], true);
                 // CONCURRENCY takes its lease id from DEDUP: give one to plausible vectors.
@@ -781,10 +783,15 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             if give_id && id_first {
                 v.extend(id.clone());
             }
-            // Its own options are the shared COST, PEEK and AT, and WAIT; odd vectors also get
-            // the shared options it refuses (BESTEFFORT, DEDUP).
+            // Its own options are the shared COST, PEEK, SHADOW and AT, and WAIT; odd vectors
+            // also get the shared options it refuses (BESTEFFORT, DEDUP).
             let shared = r.odd();
-            options(r, &mut v, &["COST", "PEEK", "DETAIL", "AT", "WAIT"], shared);
+            options(
+                r,
+                &mut v,
+                &["COST", "PEEK", "SHADOW", "DETAIL", "AT", "WAIT"],
+                shared,
+            );
             if give_id && !id_first {
                 v.extend(id);
             }
@@ -855,7 +862,12 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
                 _ => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
             }
-            options(r, &mut v, &["COST", "BESTEFFORT", "DETAIL", "AT"], false);
+            options(
+                r,
+                &mut v,
+                &["COST", "BESTEFFORT", "SHADOW", "DETAIL", "AT"],
+                false,
+            );
         }
         _ => unreachable!("{name}"),
     }
@@ -911,6 +923,7 @@ fn mutate(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
                     "PRECISION",
                     "ID",
                     "PEEK",
+                    "SHADOW",
                     "DETAIL",
                     "CHARGE",
                     "NAME",

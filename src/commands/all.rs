@@ -17,7 +17,7 @@ use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
-use crate::core::limiter::{Decision, Request};
+use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
 };
@@ -25,6 +25,7 @@ use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
+use crate::stats::Count;
 
 /// RL.ALL's COMMAND DOCS.
 pub const DOC: CommandDoc = CommandDoc {
@@ -281,15 +282,17 @@ fn run(
     // A new lease on a concurrency key does not pass the clients waiting there
     // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
     // denied.
-    let yields = parsed
-        .specs
-        .iter()
-        .zip(&parsed.keys)
-        .zip(&held)
-        .any(|((spec, key), state)| {
-            spec.kind() == Kind::Concurrency
-                && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
-        });
+    let yielder =
+        parsed
+            .specs
+            .iter()
+            .zip(&parsed.keys)
+            .zip(&held)
+            .position(|((spec, key), state)| {
+                spec.kind() == Kind::Concurrency
+                    && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+            });
+    let yields = yielder.is_some();
     let mut req = req;
     req.peek |= yields;
     let mut slots: Vec<Slot<'_>> = held
@@ -324,11 +327,22 @@ fn run(
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let mut d = Decision::from(outcome.verdict);
-    // A new lease that yields to the waiters on a concurrency key is denied (judged only).
-    let yielded = wait::deny_yielded(&mut d, yields, req.cost);
+    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
+    let mut d = Decision::from(reply);
+    // A new lease that yields to the waiters on a concurrency key is denied (judged only);
+    // under `SHADOW` it is let through, taking nothing.
+    let yielded = if req.shadow {
+        yields && req.cost > 0
+    } else {
+        wait::deny_yielded(&mut d, yields, req.cost)
+    };
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
     let granted = outcome.denied_by.is_none() && !yielded;
+    let (reason, denied_by) = if yielded && req.shadow {
+        (Reason::Shadow, yielder)
+    } else {
+        (reason, outcome.denied_by)
+    };
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
         .zip(&names)
@@ -346,10 +360,10 @@ fn run(
         eval,
         &mut keys,
         propagate,
-        granted,
+        Count::of(granted, req.shadow),
         |ctx| {
             if parsed.opts.detail {
-                reply_detail(ctx, &d, &parsed, &outcome);
+                reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
             } else {
                 reply_decision(ctx, &d);
             }
@@ -357,8 +371,16 @@ fn run(
     )
 }
 
-/// The detailed reply of RL.ALL or RL.CHECKALL: one part per key, named by its key.
-pub fn reply_detail(ctx: &Context, d: &Decision, parsed: &AllRequest<'_>, outcome: &MultiOutcome) {
+/// The detailed reply of RL.ALL or RL.CHECKALL: the call's reply `d`, its reason and the index
+/// of the key that denied it (under `SHADOW`, [`Request::reply`]: the would-be denier), then
+/// one part per key, named by its key, as enforcement replies it.
+pub fn reply_detail(
+    ctx: &Context,
+    d: &Decision,
+    (reason, denied_by): (Reason, Option<usize>),
+    parsed: &AllRequest<'_>,
+    outcome: &MultiOutcome,
+) {
     let parts: Vec<Part<'_>> = parsed
         .keys
         .iter()
@@ -372,7 +394,7 @@ pub fn reply_detail(ctx: &Context, d: &Decision, parsed: &AllRequest<'_>, outcom
             window: l.window,
         })
         .collect();
-    detail::reply(ctx, d, outcome.reason, outcome.denied_by, &parts);
+    detail::reply(ctx, d, reason, denied_by, &parts);
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
-//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`, `AT`).
+//! and the shared options (`COST`, `PEEK`, `SHADOW`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`,
+//! `AT`).
 //!
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
@@ -238,6 +239,7 @@ const OPTION_MAX: usize = 16;
 pub const SHARED: &[&[u8]] = &[
     b"COST",
     b"PEEK",
+    b"SHADOW",
     b"BESTEFFORT",
     b"DEDUP",
     b"BLOCK",
@@ -251,6 +253,8 @@ pub const SHARED: &[&[u8]] = &[
 pub struct Options {
     pub cost: u64,
     pub peek: bool,
+    /// `SHADOW`: charge as enforced, never deny (the reply grants the cost).
+    pub shadow: bool,
     pub best_effort: bool,
     pub dedup: Option<DedupId>,
     pub at: Option<Micros>,
@@ -270,6 +274,7 @@ impl Default for Options {
         Options {
             cost: 1,
             peek: false,
+            shadow: false,
             best_effort: false,
             dedup: None,
             at: None,
@@ -332,6 +337,7 @@ impl Options {
                     o.cost = non_negative(args.value_of("COST")?, "COST")?;
                 }
                 b"PEEK" => once(&mut o.peek, "PEEK")?,
+                b"SHADOW" => once(&mut o.shadow, "SHADOW")?,
                 b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
                 b"DETAIL" => once(&mut o.detail, "DETAIL")?,
                 b"DEDUP" => {
@@ -378,6 +384,7 @@ impl Options {
         Request {
             cost: self.cost,
             peek: self.peek,
+            shadow: self.shadow,
             best_effort: self.best_effort,
             dedup: self.dedup,
             now,
@@ -557,8 +564,11 @@ mod tests {
             b"1h",
             b"Delay",
             b"250ms",
+            b"shadow",
         ];
         let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
+        assert!(o.shadow && o.request(7).shadow);
+        assert!(!Options::default().shadow);
         assert_eq!(o.block, Some(3_600_000_000));
         assert_eq!(o.delay, Some(250_000));
         assert_eq!(o.request(7).delay, Some(250_000));
@@ -608,6 +618,17 @@ mod tests {
         assert_eq!(
             err(&[b"DEDUP", &[b'x'; 257]]),
             "ERR DEDUP id must be at most 256 bytes"
+        );
+        assert_eq!(
+            err(&[b"SHADOW", b"shadow"]),
+            "ERR syntax error, SHADOW given more than once"
+        );
+        // A command that does not take it calls it unknown.
+        assert_eq!(
+            Options::parse_only(&mut Args::new(&[b"SHADOW"]), &[b"AT"], |_, _| Ok(false))
+                .unwrap_err()
+                .to_string(),
+            "ERR unknown option 'SHADOW'"
         );
         assert_eq!(err(&[b"DELAY"]), "ERR syntax error, DELAY needs a value");
         assert_eq!(err(&[b"DELAY", b"0"]), "ERR invalid duration '0' for DELAY");

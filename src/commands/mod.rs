@@ -68,14 +68,14 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow;
-use crate::core::limiter::{Algorithm, Decision, Reason, Verdict};
+use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::state::Stored;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats::CommandStats;
+use crate::stats::{CommandStats, Count};
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]
@@ -209,7 +209,7 @@ impl<C: LimiterCommand> Run for Limiter<C> {
 }
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
-/// (`bytes[1]`).
+/// (`bytes[1]`), enforcement's `verdict` for `reason`; with `shadow` the call let through.
 #[cold]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
@@ -218,9 +218,19 @@ pub fn reply_detail<A: Stored>(
     cost: u64,
     verdict: &Verdict,
     reason: Reason,
+    shadow: bool,
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
-    detail::reply_one(ctx, key, None, cost, *verdict, A::window(params), reason);
+    detail::reply_one(
+        ctx,
+        key,
+        None,
+        cost,
+        *verdict,
+        A::window(params),
+        reason,
+        shadow,
+    );
 }
 
 /// The shared flow of every limiter command, on the call's arguments and their bytes, counted
@@ -262,6 +272,8 @@ pub fn run<C: LimiterCommand>(
         Some(key_name),
     );
     let d = Decision::from(outcome.verdict);
+    // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
         event: C::EVENT,
         stats,
@@ -271,28 +283,49 @@ pub fn run<C: LimiterCommand>(
         at_index: parsed.opts.at_index,
         now,
     };
-    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
-    let detail = parsed.opts.detail;
+    // `DETAIL` and `SHADOW` replies are off the common path.
+    let special = parsed.opts.detail | parsed.opts.shadow;
     finish(
         ctx,
         tail,
         eval,
         &mut [Touched::new(key, key_name, fate)],
         propagate,
-        granted,
+        Count::of(granted, req.shadow),
         |ctx| {
-            if detail {
-                reply_detail::<C::Algo>(
+            if special {
+                reply_special::<C>(
                     ctx,
                     bytes,
                     &parsed.params,
-                    req.cost,
-                    &outcome.verdict,
-                    outcome.reason,
+                    &req,
+                    (&outcome.verdict, outcome.reason),
+                    parsed.opts.detail,
                 );
             } else {
                 C::reply(ctx, &d, &outcome.verdict);
             }
         },
     )
+}
+
+/// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose
+/// enforced reply is `verdict` for `reason`: the detailed reply, or the call let through
+/// ([`Request::reply`]).
+#[cold]
+#[inline(never)]
+fn reply_special<C: LimiterCommand>(
+    ctx: &Context,
+    bytes: &[&[u8]],
+    params: &<C::Algo as Algorithm>::Params,
+    req: &Request,
+    (verdict, reason): (&Verdict, Reason),
+    detail: bool,
+) {
+    if detail {
+        reply_detail::<C::Algo>(ctx, bytes, params, req.cost, verdict, reason, req.shadow);
+    } else {
+        let reply = req.reply(*verdict, reason).0;
+        C::reply(ctx, &Decision::from(reply), &reply);
+    }
 }

@@ -143,8 +143,8 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 }
 
 /// `INFO ratelimit`: one line per counted command, in table order,
-/// `ratelimit_<command>:calls=..,granted=..,denied=..`, the command's name with `_` for `.`
-/// (`ratelimit_rl_gcra`); then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,
+/// `ratelimit_<command>:calls=..,granted=..,denied=..,shadow_denied=..`, the command's name
+/// with `_` for `.` (`ratelimit_rl_gcra`); then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,
 /// dropped=..` for `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
@@ -157,6 +157,7 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .field("calls", count(&s.calls))?
             .field("granted", count(&s.granted))?
             .field("denied", count(&s.denied))?
+            .field("shadow_denied", count(&s.shadow_denied))?
             .build_dictionary()?;
     }
     let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);

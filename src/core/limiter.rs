@@ -17,6 +17,10 @@ pub struct Request {
     pub cost: u64,
     /// Compute the reply as if the request were made, change nothing.
     pub peek: bool,
+    /// `SHADOW`: evaluate and charge exactly as enforced, but let the call through (the reply
+    /// grants the cost: [`Request::reply`]). Nothing else depends on it: the state a call
+    /// leaves is the same with or without it.
+    pub shadow: bool,
     /// Grant what is available (maybe less than `cost`) instead of denying.
     pub best_effort: bool,
     /// Idempotency token, hashed.
@@ -36,6 +40,7 @@ impl Request {
         Request {
             cost,
             peek: false,
+            shadow: false,
             best_effort: false,
             dedup: None,
             now,
@@ -43,6 +48,42 @@ impl Request {
             delay: None,
         }
     }
+
+    /// The reply of this call when enforcement replies `enforced` for `reason` (the call's
+    /// reason, [`Reason::of_call`]): that reply, or under `SHADOW` ([`shadow`]) the call let
+    /// through.
+    #[inline(always)]
+    pub fn reply(&self, enforced: Verdict, reason: Reason) -> (Verdict, Reason) {
+        if self.shadow {
+            shadow(enforced, reason, self.cost)
+        } else {
+            (enforced, reason)
+        }
+    }
+}
+
+/// `SHADOW` (SPEC "Conventions", "The detailed reply"): the reply of a call of `cost` units
+/// that enforcement answers `enforced` for `reason`, let through whatever the reason. A call
+/// enforcement grants in full keeps its reply (its retry is a leaky bucket's queue delay or a
+/// `DELAY`'s wait, which the caller still needs). Any other is granted the cost with no wait:
+/// `granted` = `cost`, retry 0, the limit, remaining and reset of the state after the call as
+/// enforcement replies them; its reason is [`Reason::Shadow`] when enforcement denies it, else
+/// (a `BESTEFFORT` call granted in part) [`Reason::Granted`].
+#[cold]
+pub fn shadow(enforced: Verdict, reason: Reason, cost: u64) -> (Verdict, Reason) {
+    if reason == Reason::Granted && enforced.granted >= cost {
+        return (enforced, reason);
+    }
+    let verdict = Verdict {
+        granted: cost,
+        retry: Retry::Granted,
+        ..enforced
+    };
+    let reason = match reason {
+        Reason::Granted => Reason::Granted,
+        _ => Reason::Shadow,
+    };
+    (verdict, reason)
 }
 
 /// When the same request could be granted again.
@@ -344,6 +385,9 @@ pub enum Reason {
     Blocked,
     /// The cost is above the limit: it can never be granted.
     Never,
+    /// A call's reason, never a limiter's: enforcement denies the call (for any of the reasons
+    /// above), `SHADOW` let it through ([`shadow`]).
+    Shadow,
 }
 
 impl Reason {
@@ -354,6 +398,7 @@ impl Reason {
             Reason::Limit => "limit",
             Reason::Blocked => "blocked",
             Reason::Never => "never",
+            Reason::Shadow => "shadow",
         }
     }
 

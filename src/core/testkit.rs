@@ -230,6 +230,7 @@ pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
         let req = Request {
             cost: s.cost,
             peek: s.peek,
+            shadow: false,
             best_effort: s.best_effort,
             dedup: None,
             now,

@@ -685,6 +685,7 @@ proptest! {
             let req = Request {
                 cost: s.cost,
                 peek: s.peek,
+                shadow: false,
                 best_effort: s.best_effort,
                 dedup: None,
                 now: t,
