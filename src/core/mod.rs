@@ -56,6 +56,8 @@ pub mod limiter;
 pub mod multi;
 pub mod packed;
 pub mod param;
+#[cfg(test)]
+mod settle_tests;
 pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;
