@@ -543,3 +543,34 @@ fn reservations_ended_unsettled_are_given_back_in_order_of_their_end() {
     assert_eq!(s.extras.pending(), 0);
     assert_eq!(peek::<SlidingLog>(&s, &p, 0, 6000).remaining, 7);
 }
+
+#[test]
+fn debt_is_kept_when_the_parameters_change() {
+    // A token bucket of 10, 10 a second, 15 tokens short of zero after a settle of 25 on a hold
+    // of 4. Called with a capacity of 20 (same rate), it is still 15 short: one token is back
+    // after 16 · 100 ms. A leaky bucket keeps its level (25, 15 above its capacity of 10) the
+    // same way: under a capacity of 20 one unit fits once it drained to 19, after 600 ms.
+    let hold = Request {
+        dedup: Some(DedupId::of(b"r")),
+        hold: Some(10_000_000),
+        ..request(4, 0)
+    };
+    let before = GcraParams::new(10, 10, 1_000_000).unwrap();
+    let after = GcraParams::new(20, 10, 1_000_000).unwrap();
+    fn in_debt<A: Stored<Params = GcraParams>>(p: &GcraParams, hold: &Request) -> LimiterState {
+        let flow::Write::Created(mut s) = apply::<A>(None, p, hold, 100).unwrap().write else {
+            panic!("created");
+        };
+        let j = judge_settle(&s, BASE * 1000, DedupId::of(b"r"), 25)
+            .unwrap()
+            .unwrap();
+        settle_settled(&mut s, j);
+        s
+    }
+    let tb = in_debt::<TokenBucket>(&before, &hold);
+    let d = peek::<TokenBucket>(&tb, &after, 1, 0);
+    assert_eq!((d.granted, d.remaining, d.retry_after_ms), (0, 0, 1600));
+    let lb = in_debt::<LeakyBucket>(&before, &hold);
+    let d = peek::<LeakyBucket>(&lb, &after, 1, 0);
+    assert_eq!((d.granted, d.remaining, d.retry_after_ms), (0, 0, 600));
+}

@@ -152,7 +152,8 @@ pub enum Carry {
     /// accepts again).
     Backlog,
     /// The free units `burst − backlog`, rounded down to the new tick and capped at the new
-    /// burst: the token bucket's tokens.
+    /// burst: the token bucket's tokens. Tokens below zero (debt, `backlog > burst`) are kept
+    /// below zero, rounded up to the new tick.
     Free,
 }
 
@@ -228,8 +229,14 @@ impl Schedule {
             Carry::Free => {
                 let old_window = overflow(u128::from(old.burst).checked_mul(old_period))?;
                 let new_window = overflow(u128::from(params.burst).checked_mul(new_period))?;
+                // Tokens below zero (RL.SETTLE's debt) are kept as debt, rounded up.
+                let debt = rescale(backlog.saturating_sub(old_window), true)?;
                 let free = rescale(old_window.saturating_sub(backlog), false)?.min(new_window);
-                overflow(now_new.checked_add(new_window.saturating_sub(free)))
+                overflow(
+                    now_new
+                        .checked_add(new_window.saturating_sub(free))
+                        .and_then(|t| t.checked_add(debt)),
+                )
             }
         }
     }
