@@ -1,6 +1,6 @@
 //! RL.SETTLE numkeys key [key ...] id units [units ...] [AT t]: settle the reservation `id`
 //! made with `HOLD ttl` on each key with the units the request really used
-//! (`core::flow::judge_settle`). Every key is judged before any changes, so a settle that
+//! (`core::settle::judge_settle`). Every key is judged before any changes, so a settle that
 //! errors on one key changes none.
 
 use redis_module::Context;
@@ -11,8 +11,8 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
-use crate::core::flow;
 use crate::core::limiter::Decision;
+use crate::core::settle;
 use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -134,7 +134,7 @@ fn run(
     let mut judged = Vec::with_capacity(held.len());
     for (state, &units) in held.iter().zip(&req.units) {
         judged.push(match state {
-            Some(s) => flow::judge_settle(s, now, req.id, units)?,
+            Some(s) => settle::judge_settle(s, now, req.id, units)?,
             None => None,
         });
     }
@@ -144,7 +144,7 @@ fn run(
         match (state, judged) {
             (Some(mut state), Some(judged)) => {
                 replies.push(Some(Decision::from(judged.verdict)));
-                let written = flow::settle_settled(&mut state, judged);
+                let written = settle::settle_settled(&mut state, judged);
                 fates.push(Fate::kept(state, written));
             }
             (state, _) => {

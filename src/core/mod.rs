@@ -56,6 +56,7 @@ pub mod limiter;
 pub mod multi;
 pub mod packed;
 pub mod param;
+pub mod settle;
 #[cfg(test)]
 mod settle_tests;
 pub mod sliding_counter;

@@ -11,10 +11,11 @@ use proptest::prelude::*;
 
 use crate::core::dedup::DedupId;
 use crate::core::fixed_window::{Fixed, FixedParams};
-use crate::core::flow::{self, apply, judge_settle, settle_settled};
+use crate::core::flow::{self, apply};
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Decision, Request};
+use crate::core::settle::{DEBT_TOO_LARGE, judge_settle, settle_settled};
 use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
 use crate::core::sliding_log::{SlidingLog, SlidingParams};
 use crate::core::state::{LimiterState, Stored};
@@ -484,7 +485,7 @@ fn debt_beyond_the_state_bounds_is_refused_and_changes_nothing() {
         panic!("created");
     };
     let e = judge_settle(&state, BASE * 1000, id, 2).unwrap_err();
-    assert_eq!(e, crate::core::CoreError::Refused(flow::DEBT_TOO_LARGE));
+    assert_eq!(e, crate::core::CoreError::Refused(DEBT_TOO_LARGE));
     // A fixed window counts at most 2^63 - 1 units: r settled to that, s cannot add one more.
     let p = FixedParams::new(10, 1_000_000, 0).unwrap();
     let held = |id: &[u8]| Request {
@@ -504,7 +505,7 @@ fn debt_beyond_the_state_bounds_is_refused_and_changes_nothing() {
     settle_settled(&mut state, judged);
     let before = state.clone();
     let e = judge_settle(&state, BASE * 1000, DedupId::of(b"s"), 2).unwrap_err();
-    assert_eq!(e, crate::core::CoreError::Refused(flow::DEBT_TOO_LARGE));
+    assert_eq!(e, crate::core::CoreError::Refused(DEBT_TOO_LARGE));
     assert_eq!(state, before);
     // Settled with what it held, it fits.
     let ok = judge_settle(&state, BASE * 1000, DedupId::of(b"s"), 1)

@@ -18,6 +18,13 @@
 //! (rounding down, capped at the new capacity). Either way the rounding is against the client
 //! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
 //! exact on every tick grid, a raised limit still never denies more than before.
+//!
+//! Debt (RL.SETTLE above a reservation, `Algorithm::charge_debt`): the units are charged as any
+//! grant, `TAT = max(TAT, now) + n·T`, without the limit's check, so the TAT may pass
+//! `now + burst·T`. Nothing is available until `now` has caught up with `TAT − burst·T` (one
+//! unit per `T`): `evaluate` denies with the exact wait `TAT + cost·T − burst·T − now`, and
+//! `reset_after` is `TAT − now` as always. A TAT more than [`MAX_SPAN`] after the last update is
+//! not a valid state (`valid_at`), so such debt is refused.
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Retry, Verdict};

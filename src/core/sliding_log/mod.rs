@@ -8,6 +8,11 @@
 //! of the oldest units have left the window; `reset_after` is when the newest entry leaves.
 //! Parameter changes keep the entries (a raised limit never denies more than before).
 //!
+//! Debt (RL.SETTLE above a reservation): the extra units are logged as any grant (at `now`'s
+//! bucket, or merged into the newest entry), so the window counts above its limit until enough
+//! of them leave it; `retry_after` finds that entry as for any request. The log holds at most
+//! [`MAX_PARAM`] units in all (the codec's bound): more debt is refused.
+//!
 //! Layout: every entry but the newest is one LEB128 varint in a byte buffer, `(Δms << 1) | flag`
 //! (Δ = milliseconds since the previous entry; every log time is a whole millisecond because
 //! durations are), followed by the units as a second varint only when they are not 1. At 1 ms
