@@ -162,8 +162,15 @@ impl Extras {
                 None => break,
             }
         }
+        // Only ids that are no pending reservation were forgotten: the earliest pending end
+        // changes only by the new entry's (no scan of the ids on a plain `DEDUP` call).
+        if entry.pending() {
+            inner.next_hold_end = match inner.next_hold_end {
+                0 => entry.hold_end,
+                next => next.min(entry.hold_end),
+            };
+        }
         inner.ids.push_back(entry);
-        inner.refresh();
         true
     }
 
@@ -303,6 +310,39 @@ mod tests {
         d.forget_expired(100);
         assert!(d.is_empty());
         assert_eq!(d.heap_size(), 0);
+    }
+
+    #[test]
+    fn reservations_are_due_by_their_end_and_never_pushed_out() {
+        let naive = |e: &Extras, t: Micros| e.iter().any(|x| x.pending() && x.hold_end <= t);
+        let mut e = Extras::default();
+        let mut seed = 7u64;
+        for step in 0..400u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = DedupId(u128::from(seed >> 60));
+            match seed % 5 {
+                0 | 1 => e.remember(id, 1, 100 + step, 6),
+                2 => {
+                    if e.can_hold(6) {
+                        assert!(e.remember_hold(id, 2, 50, 10 + (seed >> 32) % 300, 6));
+                    } else {
+                        assert!(!e.remember_hold(id, 2, 50, 10, 6));
+                        assert_eq!(e.pending(), 6);
+                    }
+                }
+                3 => e.settle(id, step, 1),
+                _ => e.forget_expired(step),
+            }
+            if let Some(&(_, _, i)) = e.due(step).first() {
+                e.end_hold(i);
+            }
+            assert!(e.len() <= 6);
+            for t in [0, step, step + 100, 1000] {
+                assert_eq!(e.hold_due(t), naive(&e, t), "step {step}, t {t}");
+            }
+        }
     }
 
     #[test]
