@@ -417,6 +417,37 @@ fn traffic(c: &mut Conn, t: u64) -> Vec<String> {
         c.ints(&call(cmd, &key, &at(ti + 2600)));
         keys.push(key);
     }
+    // RL.ALL: each key holds its own charge; one left to end, one settled into debt.
+    let all = |id: &str, t: u64| {
+        args![
+            "RL.ALL",
+            2,
+            "{all}:a",
+            "{all}:b",
+            "GCRA",
+            10,
+            10,
+            "1s",
+            "SLIDINGCOUNTER",
+            10,
+            "1s",
+            "CHARGE",
+            3,
+            "DEDUP",
+            id,
+            "HOLD",
+            "1s",
+            "AT",
+            t
+        ]
+        .to_vec()
+    };
+    c.ints(&all("x", t));
+    c.ints(&all("y", t + 5));
+    settle(c, &["{all}:a", "{all}:b"], "y", &[4, 12], t + 10);
+    // x ends at t + 1 s; the next RL.ALL gives it back on both keys, then charges.
+    c.ints(&all("z", t + 1500));
+    keys.extend(["{all}:a".to_string(), "{all}:b".to_string()]);
     keys
 }
 
@@ -448,6 +479,31 @@ fn replica_and_master_agree_while_the_replica_is_behind() {
         };
         assert_eq!(info(&mut r), info(&mut m), "{k}");
     }
+    // Reads on the master after c's end (PEEK, RL.CHECKALL, RL.INFO) write nothing: the replica,
+    // which sees no command, still has the same values.
+    for ((_, cmd), k) in LIMITERS.iter().zip(&keys) {
+        let mut peek = vec!["PEEK".to_string()];
+        peek.extend(at(t + 4000));
+        m.ints(&call(cmd, k, &peek));
+        m.cmd(&["RL.INFO", k]);
+    }
+    m.ints(&args![
+        "RL.CHECKALL",
+        2,
+        "{all}:a",
+        "{all}:b",
+        "GCRA",
+        10,
+        10,
+        "1s",
+        "SLIDINGCOUNTER",
+        10,
+        "1s",
+        "AT",
+        t + 4000
+    ]);
+    wait_replica_synced(&master, &replica);
+    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
     // A settle of c on the master after its end reaches the replica as the same give-back.
     for k in &keys {
         settle(&mut m, &[k], "c", &[5], t + 4000);
