@@ -284,11 +284,6 @@ impl Remember {
             hold: req.hold,
         }
     }
-
-    /// Only an id (or nothing).
-    pub fn id(id: Option<DedupId>) -> Self {
-        Remember { id, hold: None }
-    }
 }
 
 /// The error of a `HOLD` on a key whose every remembered id is a pending reservation, at
