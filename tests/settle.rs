@@ -607,3 +607,19 @@ fn a_reservation_survives_a_crash_and_a_failover() {
         [1, 10, 9, 0, 359_500]
     );
 }
+
+#[test]
+fn info_counts_a_settle_of_a_reservation_as_granted() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    c.ints(&call(LIMITERS[0].1, "g", &hold(4, "r", "1h", t)));
+    // A request that failed before using anything settles 0: still a settled reservation.
+    assert_eq!(settle1(&mut c, "g", "r", 0, t)[0], 0);
+    // An id never held settles nothing: counted as denied.
+    assert_eq!(settle1(&mut c, "g", "nope", 3, t)[0], 0);
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_rl_settle").as_deref(),
+        Some("calls=2,granted=1,denied=1")
+    );
+}

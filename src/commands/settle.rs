@@ -138,6 +138,8 @@ fn run(
             None => None,
         });
     }
+    // Counted as granted when the id was a reservation on any key (a settle with 0 included).
+    let granted = judged.iter().flatten().any(|j| j.held);
     let mut replies: Vec<Option<Decision>> = Vec::with_capacity(held.len());
     let mut fates: Vec<Fate> = Vec::with_capacity(held.len());
     for (state, judged) in held.into_iter().zip(judged) {
@@ -156,7 +158,6 @@ fn run(
             }
         }
     }
-    let granted = replies.iter().flatten().any(|d| d.granted > 0);
     let mut touched: Vec<Touched<'_>> = keys
         .into_iter()
         .zip(names)

@@ -20,6 +20,8 @@ pub struct SettleJudged {
     /// The limiter reply after the settle: `granted` the units charged for the id, `limit`,
     /// `remaining` and `reset_after` as for `COST 0`, the retry until one unit could be granted.
     pub verdict: Verdict,
+    /// The key holds (or held) a reservation under the id: settled now, before, or ended.
+    pub held: bool,
     /// The key's new value, when the settle (or a reservation ended before it) changes it.
     after: Option<Box<LimiterState>>,
 }
@@ -96,6 +98,7 @@ pub fn judge_settle(
     Ok(Some(SettleJudged {
         now,
         verdict,
+        held: entry.is_some_and(|e| e.hold_end != 0),
         after: changed.then(|| Box::new(after)),
     }))
 }
