@@ -623,3 +623,24 @@ fn info_counts_a_settle_of_a_reservation_as_granted() {
         Some("calls=2,granted=1,denied=1")
     );
 }
+
+#[test]
+fn reservations_are_not_pushed_out_by_newer_ids() {
+    // Two ids per key: two unsettled reservations fill it, and a third HOLD is refused, changing
+    // nothing; once one is settled its id may make room.
+    let s = Server::start_with_module_args(&[], &["dedup-max", "2"]);
+    let mut c = s.conn();
+    let t = base_ms();
+    let gcra = LIMITERS[0].1;
+    c.ints(&call(gcra, "g", &hold(1, "a", "1h", t)));
+    c.ints(&call(gcra, "g", &hold(1, "b", "1h", t)));
+    let before = digest(&mut c, "g");
+    let e = c.err(&call(gcra, "g", &hold(1, "c", "1h", t)));
+    assert!(e.starts_with("ERR too many reservations"), "{e}");
+    assert_eq!(digest(&mut c, "g"), before);
+    // Both are still held: settled, each gives its unit back.
+    assert_eq!(settle1(&mut c, "g", "a", 0, t)[..3], [0, 10, 9]);
+    c.ints(&call(gcra, "g", &hold(1, "c", "1h", t)));
+    assert_eq!(settle1(&mut c, "g", "b", 0, t)[..3], [0, 10, 9]);
+    assert_eq!(settle1(&mut c, "g", "c", 1, t)[..3], [1, 10, 9]);
+}
