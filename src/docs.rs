@@ -94,6 +94,7 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
+    HOLD,
     AT,
     DETAIL,
 ];
@@ -101,6 +102,9 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
 /// `SHADOW`: evaluate and charge as enforced, never deny (a limit rolled out before it is
 /// enforced).
 pub const SHADOW: ArgDoc = opt(c"shadow", ArgType::PureToken, c"SHADOW");
+
+/// `HOLD ttl`: the granted units are a reservation under the `DEDUP` id, settled by RL.SETTLE.
+pub const HOLD: ArgDoc = opt(c"ttl", ArgType::String, c"HOLD");
 
 /// `DETAIL`: the detailed reply.
 pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");

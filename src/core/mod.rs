@@ -56,6 +56,9 @@ pub mod limiter;
 pub mod multi;
 pub mod packed;
 pub mod param;
+pub mod settle;
+#[cfg(test)]
+mod settle_tests;
 #[cfg(test)]
 mod shadow_tests;
 pub mod sliding_counter;
