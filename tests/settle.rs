@@ -620,7 +620,7 @@ fn info_counts_a_settle_of_a_reservation_as_granted() {
     assert_eq!(settle1(&mut c, "g", "nope", 3, t)[0], 0);
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_rl_settle").as_deref(),
-        Some("calls=2,granted=1,denied=1")
+        Some("calls=2,granted=1,denied=1,shadow_denied=0")
     );
 }
 
