@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the example HTTP services (examples/python, examples/node) against a real server with the
+# Run the example HTTP services (examples/python, examples/node, examples/gateway) against a real
 # module, installing what they need first and saying what:
 #
 #   Python: redis==8.1.0 (redis-py) and hatchling from PyPI, into the virtualenv
