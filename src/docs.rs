@@ -93,9 +93,13 @@ pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
+    HOLD,
     AT,
     DETAIL,
 ];
+
+/// `HOLD ttl`: the granted units are a reservation under the `DEDUP` id, settled by RL.SETTLE.
+pub const HOLD: ArgDoc = opt(c"ttl", ArgType::String, c"HOLD");
 
 /// `DETAIL`: the detailed reply.
 pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");

@@ -112,6 +112,11 @@ impl<'a> AllRequest<'a> {
                 .iter()
                 .map(|l| (l.params.kind(), l.params.delays())),
         )?;
+        opts.check_hold(
+            limiters
+                .iter()
+                .map(|l| (l.params.kind(), l.params.settles())),
+        )?;
         let charges: Vec<u64> = limiters
             .iter()
             .map(|l| l.charge.unwrap_or(opts.cost))

@@ -231,6 +231,13 @@ pub fn format_at(us: Micros) -> String {
     String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
+/// The error of `HOLD` without `DEDUP`.
+pub const HOLD_NEEDS_DEDUP: &str = "HOLD needs DEDUP id (the reservation is settled by its id)";
+
+/// The error of `HOLD` on a concurrency limiter.
+pub const HOLD_NO_CONCURRENCY: &str =
+    "HOLD does not apply to a concurrency limiter, its units come back with RL.RELEASE";
+
 /// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
 const OPTION_MAX: usize = 16;
 
@@ -242,6 +249,7 @@ pub const SHARED: &[&[u8]] = &[
     b"DEDUP",
     b"BLOCK",
     b"DELAY",
+    b"HOLD",
     b"AT",
     b"DETAIL",
 ];
@@ -263,6 +271,10 @@ pub struct Options {
     /// `DELAY d`: grant a call allowed within `d` µs now, as a reservation of that moment (the
     /// command refuses it unless its algorithms take it: [`Options::check_delay`]).
     pub delay: Option<Micros>,
+    /// `HOLD ttl`: the units granted are a reservation under the `DEDUP` id (required), given
+    /// back unless settled within `ttl` µs (the command refuses it on a concurrency limiter:
+    /// [`Options::check_hold`]).
+    pub hold: Option<Micros>,
 }
 
 impl Default for Options {
@@ -277,6 +289,7 @@ impl Default for Options {
             block: None,
             detail: false,
             delay: None,
+            hold: None,
         }
     }
 }
@@ -356,6 +369,12 @@ impl Options {
                     }
                     o.delay = Some(duration(args.value_of("DELAY")?, "DELAY")?);
                 }
+                b"HOLD" => {
+                    if o.hold.is_some() {
+                        return Err(RlError::Duplicate("HOLD"));
+                    }
+                    o.hold = Some(duration(args.value_of("HOLD")?, "HOLD")?);
+                }
                 b"AT" => {
                     if o.at.is_some() {
                         return Err(RlError::Duplicate("AT"));
@@ -383,6 +402,29 @@ impl Options {
             now,
             block: self.block,
             delay: self.delay,
+            hold: self.hold,
+        }
+    }
+
+    /// Refuse `HOLD` unless every algorithm the call runs can be settled (`settles`: it takes
+    /// refunds; a concurrency limiter's units come back with RL.RELEASE), then without
+    /// `DEDUP id` (the reservation's name).
+    ///
+    /// # Errors
+    /// `ERR HOLD does not apply to a concurrency limiter, ...`, `ERR HOLD needs DEDUP id ...`.
+    pub fn check_hold(
+        &self,
+        mut settles: impl Iterator<Item = (Kind, bool)>,
+    ) -> Result<(), RlError> {
+        if self.hold.is_none() {
+            return Ok(());
+        }
+        if settles.any(|(_, takes)| !takes) {
+            Err(RlError::Conflict(HOLD_NO_CONCURRENCY))
+        } else if self.dedup.is_none() {
+            Err(RlError::Conflict(HOLD_NEEDS_DEDUP))
+        } else {
+            Ok(())
         }
     }
 

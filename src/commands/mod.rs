@@ -44,6 +44,7 @@ pub mod refund;
 pub mod registry;
 pub mod restore;
 pub mod row;
+pub mod settle;
 pub mod sliding;
 pub mod sliding_counter;
 pub mod stream_count;
@@ -238,6 +239,10 @@ pub fn run<C: LimiterCommand>(
     parsed.opts.check_delay(std::iter::once((
         <C::Algo as Stored>::KIND,
         <C::Algo as Algorithm>::DELAY,
+    )))?;
+    parsed.opts.check_hold(std::iter::once((
+        <C::Algo as Stored>::KIND,
+        <C::Algo as Algorithm>::REFUND == crate::core::limiter::Refund::Units,
     )))?;
     let key_name = argv.get(1).ok_or(RlError::Arity)?;
     // The clock is read once per command; `AT` replaces it.

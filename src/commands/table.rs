@@ -24,7 +24,7 @@ use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
     Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, refund, restore,
-    stream_count, throttle,
+    settle, stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -96,7 +96,7 @@ macro_rules! rows {
 crate::core::kind::each!(
     rows,
     // Each line: position => name, handler, flags, key spec (`docs::Keys`), ACL categories, docs,
-    // INFO counters. RL.RELEASE, RL.REFUND and RL.UNBLOCK only free or give back: not deny-oom,
+    // INFO counters. RL.RELEASE, RL.REFUND, RL.SETTLE and RL.UNBLOCK only free or give back: not deny-oom,
     // so they run under maxmemory too. RL._RESTORE and RL._SET write raw state, for replication
     // and the AOF, never for applications: @admin @dangerous only (SPEC "ACL").
     // position   name                              handler                             flags                          keys       ACL                 docs                             INFO counters
@@ -109,6 +109,7 @@ crate::core::kind::each!(
     Check =>       c"rl.check",                      check::Check,                       c"readonly fast",              Read,      c"read fast",       &check::DOC,                     Some("rl_check");
     CheckAll =>    c"rl.checkall",                   checkall::CheckAll,                 c"readonly getkeys-api",       ReadNumkeys, c"read fast",     &checkall::DOC,                  Some("rl_checkall");
     Release =>     c"rl.release",                    concurrency::ReleaseCommand,        c"write fast",                 Update,    c"write fast",      &concurrency::RELEASE_DOC,       Some("rl_release");
+    Settle =>      c"rl.settle",                     settle::Settle,                     c"write getkeys-api",          Numkeys,   c"write",           &settle::DOC,                    Some("rl_settle");
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
     Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;

@@ -18,6 +18,11 @@
 //! granted call replicates its new value (`RL._SET`) with a copy instead of an encoding. It is
 //! read everywhere; RDB and AOF rewrite still write versions 1 and 2.
 //!
+//! Version 4 is version 2 with reservations (`HOLD ttl`): after each id's expiry, the end of
+//! its reservation (µs, 0 for an id without `HOLD`) and, for a reservation, the units charged
+//! for it (`core::dedup::Entry::charged`). It is written only for a value holding a
+//! reservation, so every value without one is written as before, byte for byte.
+//!
 //! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
 //! `None`, and so is a value the module could not have written (`LimiterState::is_valid`: times
 //! and counts outside the ranges the algorithms' arithmetic assumes), so that every command and
@@ -41,6 +46,9 @@ pub const CODEC_VERSION_1: u8 = 1;
 
 /// Version byte of a schedule's fixed-width form.
 pub const CODEC_FIXED: u8 = 3;
+
+/// Version byte of the layout with reservations (`HOLD`).
+pub const CODEC_HOLD: u8 = 4;
 
 /// Bytes of a schedule's fixed-width words.
 pub const FIXED_LEN: usize = 30;
@@ -136,10 +144,16 @@ pub fn encode(state: &LimiterState) -> Vec<u8> {
 
 /// Append the encoding of a whole limiter value to `out`.
 pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
-    let v2 = state.algo.is_none()
+    let v4 = state.extras.iter().any(|e| e.hold_end != 0);
+    let v2 = v4
+        || state.algo.is_none()
         || state.extras.block_until() != 0
         || state.extras.iter().any(|e| e.settled);
-    out.push(if v2 { CODEC_VERSION } else { CODEC_VERSION_1 });
+    out.push(match (v4, v2) {
+        (true, _) => CODEC_HOLD,
+        (false, true) => CODEC_VERSION,
+        (false, false) => CODEC_VERSION_1,
+    });
     out.push(state.kind().map_or(0, |k| k as u8));
     put_u64(out, state.last_update);
     state.encode_algo(out);
@@ -156,6 +170,12 @@ pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
             put_u64(out, e.granted);
         }
         put_u64(out, e.until);
+        if v4 {
+            put_u64(out, e.hold_end);
+            if e.hold_end != 0 {
+                put_u64(out, e.charged);
+            }
+        }
     }
 }
 
@@ -165,9 +185,10 @@ const MIN_ENTRY_LEN: usize = 18;
 /// Decode a whole limiter value; `None` if it is not exactly a valid payload.
 pub fn decode(input: &[u8]) -> Option<LimiterState> {
     let mut r = Reader::new(input);
-    let v2 = match r.byte()? {
-        CODEC_VERSION_1 => false,
-        CODEC_VERSION => true,
+    let (v2, v4) = match r.byte()? {
+        CODEC_VERSION_1 => (false, false),
+        CODEC_VERSION => (true, false),
+        CODEC_HOLD => (true, true),
         CODEC_FIXED => return decode_fixed(input),
         _ => return None,
     };
@@ -196,14 +217,19 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
             (word, false)
         };
         let until = r.u64()?;
+        let hold_end = if v4 { r.u64()? } else { 0 };
+        let charged = if hold_end != 0 { r.u64()? } else { 0 };
         entries.push(Entry {
-            id: DedupId(id),
-            granted,
-            until,
-            settled,
+            hold_end,
+            charged,
+            ..Entry::plain(DedupId(id), granted, until, settled)
         });
     }
     if r.remaining() != 0 {
+        return None;
+    }
+    // A version 4 payload holds a reservation (one encoding per value).
+    if v4 && entries.iter().all(|e| e.hold_end == 0) {
         return None;
     }
     // A key of only a block has one; a version 2 payload always uses what version 1 lacks.

@@ -262,6 +262,44 @@ pub fn evaluate<A: Algorithm>(
     }
 }
 
+/// What a write remembers of the call: its `DEDUP` id and, with `HOLD ttl`, the reservation's
+/// `ttl` (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Remember {
+    pub id: Option<DedupId>,
+    pub hold: Option<Micros>,
+}
+
+impl Remember {
+    /// The call's id and hold.
+    pub fn of(req: &Request) -> Self {
+        Remember {
+            id: req.dedup,
+            hold: req.hold,
+        }
+    }
+
+    /// Only an id (or nothing).
+    pub fn id(id: Option<DedupId>) -> Self {
+        Remember { id, hold: None }
+    }
+}
+
+/// The error of a `HOLD` on a key whose every remembered id is a pending reservation, at
+/// `ratelimit.dedup-max` ids.
+pub const TOO_MANY_HOLDS: &str =
+    "too many reservations held on the key (ratelimit.dedup-max), settle some first";
+
+/// Whether a call granted on the key (`None`: missing) can hold its grant under its id: the
+/// call takes no `HOLD`, or there is room for the id ([`Extras::can_hold`]).
+///
+/// [`Extras::can_hold`]: crate::core::extras::Extras::can_hold
+pub fn can_hold(state: Option<&LimiterState>, remember: Remember, dedup_max: usize) -> bool {
+    remember.hold.is_none()
+        || remember.id.is_none()
+        || state.map_or(dedup_max > 0, |s| s.extras.can_hold(dedup_max))
+}
+
 /// Carry out `action` on a key judged at `now` ([`Judged::now`]) under `params`, creating its
 /// value if it is missing. The key's new expiry when it was written, `None` when nothing changed.
 ///
@@ -274,16 +312,16 @@ pub fn settle<A: Stored>(
     params: &A::Params,
     now: Micros,
     action: Settle,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Option<Micros>, CoreError> {
     match action {
         Settle::Keep => Ok(None),
         Settle::Charge(granted) => {
-            commit::<A>(slot, params, now, granted, dedup, dedup_max).map(Some)
+            commit::<A>(slot, params, now, granted, remember, dedup_max).map(Some)
         }
         Settle::Reserve(granted, at) => {
-            commit_reserved::<A>(slot, params, now, at, granted, dedup, dedup_max).map(Some)
+            commit_reserved::<A>(slot, params, now, at, granted, remember, dedup_max).map(Some)
         }
         Settle::Block(until) => place_block::<A>(slot, params, now, until).map(Some),
     }
@@ -327,14 +365,14 @@ pub fn commit<A: Stored>(
     params: &A::Params,
     now: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Micros, CoreError> {
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
     let until = algo.remember_until(params, now);
-    Ok(record(state, now, until, granted, dedup, dedup_max))
+    Ok(record(state, now, until, granted, remember, dedup_max))
 }
 
 /// `DELAY`: [`commit`] `granted` units reserved at `now` for the later time `at`
@@ -351,31 +389,41 @@ pub fn commit_reserved<A: Stored>(
     now: Micros,
     at: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Micros, CoreError> {
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit_reserved(params, now, at, granted)?;
     let until = algo.remember_until(params, now);
-    Ok(record(state, now, until, granted, dedup, dedup_max))
+    Ok(record(state, now, until, granted, remember, dedup_max))
 }
 
 /// Record a grant of `granted` units at `now` on the key: its update, and the `DEDUP` id,
-/// remembered until `until` ([`Algorithm::remember_until`]). Returns the key's new expiry.
+/// remembered until `until` ([`Algorithm::remember_until`]), with `HOLD ttl` as a reservation
+/// until `now + ttl` (and remembered at least as long). Returns the key's new expiry.
 #[inline(always)]
 fn record(
     state: &mut LimiterState,
     now: Micros,
     until: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Micros {
     state.touch(now);
-    // An id remembered until a time already passed is not remembered.
-    if let Some(id) = dedup.filter(|_| until > now) {
-        state.extras.remember(id, granted, until, dedup_max);
+    if let Some(id) = remember.id {
+        match remember.hold {
+            Some(ttl) => {
+                let end = now.saturating_add(ttl);
+                state
+                    .extras
+                    .remember_hold(id, granted, until, end, dedup_max);
+            }
+            // An id remembered until a time already passed is not remembered.
+            None if until > now => state.extras.remember(id, granted, until, dedup_max),
+            None => {}
+        }
     }
     state.expiry(now)
 }
@@ -545,6 +593,11 @@ pub fn apply<A: Stored>(
     req: &Request,
     dedup_max: usize,
 ) -> Result<Outcome, CoreError> {
+    if let Some(s) = existing.as_deref()
+        && s.extras.hold_due(s.clock(req.now))
+    {
+        return apply_caught_up::<A>(existing, params, req, dedup_max);
+    }
     let mut j = judge::<A>(
         existing.as_deref(),
         params,
@@ -557,6 +610,11 @@ pub fn apply<A: Stored>(
         j = delayed::<A>(existing.as_deref(), params, j, d)?;
     }
     let action = j.decide(req);
+    if matches!(action, Settle::Charge(_) | Settle::Reserve(..))
+        && !can_hold(existing.as_deref(), Remember::of(req), dedup_max)
+    {
+        return Err(CoreError::Refused(TOO_MANY_HOLDS));
+    }
     // The reply on the key once `BLOCK d` blocked it, judged before the block is placed: a call
     // that cannot be answered changes nothing.
     let verdict = match action {
@@ -570,7 +628,14 @@ pub fn apply<A: Stored>(
         Some(s) => Slot::Existing(s),
         None => Slot::New(None),
     };
-    let written = settle::<A>(&mut slot, params, j.now, action, req.dedup, dedup_max)?;
+    let written = settle::<A>(
+        &mut slot,
+        params,
+        j.now,
+        action,
+        Remember::of(req),
+        dedup_max,
+    )?;
     Ok(Outcome {
         verdict,
         write: Write::of(slot, written.is_some()),
@@ -578,6 +643,30 @@ pub fn apply<A: Stored>(
         blocked: j.blocked.is_some() || matches!(action, Settle::Block(_)),
         reason: j.reason(),
     })
+}
+
+/// [`apply`] on a key with reservations ended unsettled: the call runs on a copy that has given
+/// their units back ([`LimiterState::catch_up`]), which becomes the key's value only when the
+/// call writes it (a read, a `PEEK` or a denial leaves the value as it was: the next write
+/// gives them back at the same time, on the master and on its replicas alike).
+#[cold]
+#[inline(never)]
+fn apply_caught_up<A: Stored>(
+    existing: Option<&mut LimiterState>,
+    params: &A::Params,
+    req: &Request,
+    dedup_max: usize,
+) -> Result<Outcome, CoreError> {
+    let Some(state) = existing else {
+        return apply::<A>(None, params, req, dedup_max);
+    };
+    let mut copy = state.clone();
+    copy.catch_up(state.clock(req.now))?;
+    let outcome = apply::<A>(Some(&mut copy), params, req, dedup_max)?;
+    if matches!(outcome.write, Write::Updated) {
+        *state = copy;
+    }
+    Ok(outcome)
 }
 
 /// The result of RL.REFUND.
@@ -600,8 +689,11 @@ pub struct RefundJudged {
     pub verdict: Verdict,
     /// The algorithm's state after the refund, when it gives units back.
     after: Option<AlgoState>,
-    /// The `DEDUP` id the refund settles.
-    settles: Option<DedupId>,
+    /// The `DEDUP` id the refund settles, and the units that stay charged for it.
+    settles: Option<(DedupId, u64)>,
+    /// The key's value with its ended reservations given back, when it had any
+    /// ([`LimiterState::caught_up`]): what the refund applies to.
+    base: Option<Box<LimiterState>>,
 }
 
 impl RefundJudged {
@@ -625,6 +717,13 @@ pub fn judge_refund(
     units: u64,
     dedup: Option<DedupId>,
 ) -> Result<Option<RefundJudged>, CoreError> {
+    if let Some(copy) = state.caught_up(now)? {
+        let judged = judge_refund(&copy, now, units, dedup)?;
+        return Ok(judged.map(|j| RefundJudged {
+            base: Some(Box::new(copy)),
+            ..j
+        }));
+    }
     let now = state.clock(now);
     let live = |id| state.extras.entry(id, now).filter(|e| !e.settled);
     let cap = match dedup {
@@ -653,7 +752,8 @@ pub fn judge_refund(
             ..verdict
         },
         after,
-        settles: dedup.filter(|&id| live(id).is_some()),
+        settles: dedup.and_then(|id| live(id).map(|e| (id, e.charged.saturating_sub(given)))),
+        base: None,
     }))
 }
 
@@ -663,11 +763,14 @@ pub fn settle_refund(state: &mut LimiterState, judged: RefundJudged) -> Option<M
         return None;
     }
     let now = judged.now;
+    if let Some(base) = judged.base {
+        *state = *base;
+    }
     if let Some(algo) = judged.after {
         state.algo = Some(algo);
     }
-    if let Some(id) = judged.settles {
-        state.extras.settle(id, now);
+    if let Some((id, charged)) = judged.settles {
+        state.extras.settle(id, now, charged);
     }
     state.touch(now);
     Some(state.expiry(now))
@@ -702,6 +805,133 @@ fn refund_algo<A: Stored>(a: &mut A, now: Micros, units: u64) -> Result<u64, Cor
         Refund::Units if units == 0 => Ok(0),
         Refund::Units => a.refund(now, units),
     }
+}
+
+/// RL.SETTLE on one key, judged ([`judge_settle`]), not yet applied ([`settle_settled`]).
+#[derive(Debug)]
+pub struct SettleJudged {
+    /// The time it is evaluated at on the key.
+    pub now: Micros,
+    /// The limiter reply after the settle: `granted` the units charged for the id, `limit`,
+    /// `remaining` and `reset_after` as for `COST 0`, the retry until one unit could be granted.
+    pub verdict: Verdict,
+    /// The key's new value, when the settle (or a reservation ended before it) changes it.
+    after: Option<Box<LimiterState>>,
+}
+
+impl SettleJudged {
+    /// Whether the key's value changes (write and replicate).
+    pub fn changes(&self) -> bool {
+        self.after.is_some()
+    }
+}
+
+/// The error of a settle whose debt the key's state cannot hold.
+pub const DEBT_TOO_LARGE: &str =
+    "settle would put the limiter in debt beyond what its state can represent";
+
+/// The error of RL.SETTLE on a concurrency limiter.
+pub const NO_SETTLE: &str =
+    "RL.SETTLE does not apply to a concurrency limiter, its units come back with RL.RELEASE";
+
+/// RL.SETTLE, judged on one key: the reservation `id` settled at `now` with the `units` really
+/// used. Below the units held, the difference is given back as RL.REFUND gives units back;
+/// above them the extra is charged unconditionally ([`Algorithm::charge_debt`]), into debt if
+/// need be. A reservation settled already or ended (given back at its end, first,
+/// [`LimiterState::catch_up`]), or an id never held, settles nothing and replies what stays
+/// charged for it (0 for an unknown id). `None` for a key holding only a block. Never changes
+/// anything.
+///
+/// # Errors
+/// [`CoreError::Refused`] on a concurrency limiter, or for debt the state cannot hold (beyond
+/// [`MAX_SPAN`](crate::core::time::MAX_SPAN) or the counts' bounds: `LimiterState::is_valid`);
+/// [`CoreError::Overflow`].
+pub fn judge_settle(
+    state: &LimiterState,
+    now: Micros,
+    id: DedupId,
+    units: u64,
+) -> Result<Option<SettleJudged>, CoreError> {
+    let now = state.clock(now);
+    let Some(algo) = &state.algo else {
+        return Ok(None);
+    };
+    if !dispatch!(algo, a => takes_refund(a)) {
+        return Err(CoreError::Refused(NO_SETTLE));
+    }
+    let mut after = state.clone();
+    let mut changed = after.catch_up(now)?;
+    let entry = after.extras.entry(id, now).copied();
+    let charged = match entry {
+        Some(e) if e.pending() && e.hold_end > now => {
+            if let Some(algo) = after.algo.as_mut() {
+                if units < e.granted {
+                    let back = e.granted.saturating_sub(units);
+                    dispatch!(algo, a => refund_algo(a, now, back))?;
+                } else if units > e.granted {
+                    let extra = units.saturating_sub(e.granted);
+                    dispatch!(algo, a => a.charge_debt(now, extra))
+                        .map_err(|_| CoreError::Refused(DEBT_TOO_LARGE))?;
+                }
+            }
+            after.extras.settle(id, now, units);
+            changed = true;
+            units
+        }
+        Some(e) if e.hold_end != 0 => e.charged,
+        _ => 0,
+    };
+    if changed {
+        after.touch(now);
+        if !after.is_valid() {
+            return Err(CoreError::Refused(DEBT_TOO_LARGE));
+        }
+    }
+    let verdict = settled_reply(&after, now, charged)?;
+    Ok(Some(SettleJudged {
+        now,
+        verdict,
+        after: changed.then(|| Box::new(after)),
+    }))
+}
+
+/// The reply of RL.SETTLE on `state` at `now`: `charged` units for the id, the limiter as for
+/// `COST 0` (a block honoured), the retry until one unit could be granted (0 if one can now).
+fn settled_reply(state: &LimiterState, now: Micros, charged: u64) -> Result<Verdict, CoreError> {
+    let Some(algo) = &state.algo else {
+        return Err(CoreError::Overflow);
+    };
+    let current = dispatch!(algo, a => a.evaluate(a.params(), now, 0, false))?;
+    let one = dispatch!(algo, a => a.evaluate(a.params(), now, 1, false))?;
+    let (one, current) = match state.extras.blocked_at(now) {
+        Some(until) => (
+            blocked(one, current, 1, until, now),
+            blocked(current, current, 0, until, now),
+        ),
+        None => (one, current),
+    };
+    let retry = if one.granted == 1 {
+        Retry::Granted
+    } else {
+        one.retry
+    };
+    Ok(Verdict {
+        granted: charged,
+        retry,
+        ..current
+    })
+}
+
+/// Apply a settle judged on this key: the key's new expiry when it changed.
+pub fn settle_settled(state: &mut LimiterState, judged: SettleJudged) -> Option<Micros> {
+    let after = judged.after?;
+    *state = *after;
+    Some(state.expiry(judged.now))
+}
+
+/// Whether the algorithm gives units back (RL.REFUND, RL.SETTLE).
+fn takes_refund<A: Stored>(_a: &A) -> bool {
+    A::REFUND == Refund::Units
 }
 
 /// RL.BLOCK on an existing key: blocked until `max(current end, now + d)` (`now` on the key's

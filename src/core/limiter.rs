@@ -28,6 +28,9 @@ pub struct Request {
     /// `DELAY d`: a call that would be denied but is allowed within `d` µs is granted now as a
     /// reservation of that moment (algorithms with [`Algorithm::DELAY`]).
     pub delay: Option<Micros>,
+    /// `HOLD ttl`: the units granted are a reservation under `dedup`, given back if not
+    /// settled (RL.SETTLE) within `ttl` µs.
+    pub hold: Option<Micros>,
 }
 
 impl Request {
@@ -41,6 +44,7 @@ impl Request {
             now,
             block: None,
             delay: None,
+            hold: None,
         }
     }
 }
@@ -203,6 +207,22 @@ pub trait Algorithm: Sized + Clone {
     /// [`CoreError::Overflow`] if the numbers do not fit (not with validated parameters).
     fn refund(&mut self, _now: Micros, _units: u64) -> Result<u64, CoreError> {
         Ok(0)
+    }
+
+    /// RL.SETTLE above a reservation: charge `units` at `now` under the stored parameters
+    /// **unconditionally**, beyond the limit if need be (debt, repaid as the algorithm frees
+    /// units: the module docs of each algorithm say how). By default a [`Self::commit`] of the
+    /// stored parameters, which never checks the limit. Changes nothing when it fails; the
+    /// caller refuses a result that is not [`Self::valid_at`] `now`.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the units do not fit the state's numbers.
+    fn charge_debt(&mut self, now: Micros, units: u64) -> Result<(), CoreError> {
+        let params = self.params().clone();
+        let mut after = self.clone();
+        after.commit(&params, now, units)?;
+        *self = after;
+        Ok(())
     }
 
     /// When the limiter is back to its fresh state, if nothing else happens (the key's expiry).

@@ -235,6 +235,7 @@ pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
             now,
             block: None,
             delay: None,
+            hold: None,
         };
         let out = key.call::<A>(p, &req);
         let v = out.verdict;

@@ -352,6 +352,21 @@ impl Algorithm for SlidingLog {
         Ok(units.saturating_sub(left))
     }
 
+    /// Debt (RL.SETTLE above a reservation): the units are logged at `now` as any grant (so
+    /// the window counts above its limit until they leave it), refused when the log would
+    /// hold more than [`MAX_PARAM`] units in all (the codec's bound).
+    fn charge_debt(&mut self, now: Micros, units: u64) -> Result<(), CoreError> {
+        self.entries()
+            .try_fold(units, |sum, (_, n)| sum.checked_add(n))
+            .filter(|&t| t <= MAX_PARAM)
+            .ok_or(CoreError::Overflow)?;
+        let params = self.params;
+        let mut after = self.clone();
+        after.commit(&params, now, units)?;
+        *self = after;
+        Ok(())
+    }
+
     /// When the newest entry leaves the window.
     fn fresh_at(&self) -> Micros {
         self.log

@@ -690,6 +690,7 @@ proptest! {
                 now: t,
                 block: None,
                 delay: None,
+                hold: None,
             };
             let out = flow::apply::<SlidingLog>(state.as_mut(), &p, &req, 1000).unwrap();
             let now = t.max(last_update);
