@@ -143,14 +143,17 @@ RPM_MS = 60_000 // GW_RPM  # one request comes back every 6 s
 TOKEN_MS = 60_000 // GW_TPM  # one token comes back every 6 ms
 PARIS, NEW_YORK = ZoneInfo("Europe/Paris"), ZoneInfo("America/New_York")
 GW_CUSTOMERS = {
-    # Billing months from the 15th, Paris time: 2031-04-15 to 2031-05-15, 30 days, no DST change.
+    # Billing months from the 15th, Paris time: April 15 to May 15, 30 days, no DST change.
     **{c: {"tz": "Europe/Paris", "billing_day": 15} for c in ("hdr", "tpm", "settle", "crash")},
     # A small plan billed on the 31st, New York time: April has 30 days, so the month that runs
-    # on 2031-04-20 is Mar 31 to Apr 30 (the anchor clamps to the month's last day).
+    # on April 20 is Mar 31 to Apr 30 (the anchor clamps to the month's last day).
     "month": {"tz": "America/New_York", "billing_day": 31, "monthly_tokens": 5000},
 }
-# The test's clock, sent as X-Test-Now (the service's AT): 2031-04-20 12:00 UTC.
-T0 = datetime(2031, 4, 20, 12, tzinfo=timezone.utc)
+# The test's clock, sent as X-Test-Now (the service's AT): April 20, 12:00 UTC, next year (ahead
+# of the server's clock, which the harness lets AT be). Every fact below holds in any year: Paris
+# changes its clocks in late March and October, New York in early March and November.
+YEAR = datetime.now(timezone.utc).year + 1
+T0 = datetime(YEAR, 4, 20, 12, tzinfo=timezone.utc)
 
 
 def ms(t):
@@ -198,7 +201,7 @@ def limits_of(h, name, **expected):
 
 def run_gateway_checks(port, restart):
     t = ms(T0)
-    paris_end = ms(datetime(2031, 5, 15, tzinfo=PARIS))
+    paris_end = ms(datetime(YEAR, 5, 15, tzinfo=PARIS))
     policy = (f'"rpm";q={GW_RPM};w=60,"tpm";q={GW_TPM};w=60,'
               f'"budget";q={GW_BUDGET};w={30 * 86400}')
 
@@ -266,8 +269,8 @@ def run_gateway_checks(port, restart):
           and body.get("violated-policies") == ["tpm"], (status, h.get("Retry-After"), body))
 
     # The monthly budget (5000, New York, billed on the 31st) runs out until Apr 30 00:00 EDT.
-    month_end = ms(datetime(2031, 4, 30, tzinfo=NEW_YORK))
-    next_end = ms(datetime(2031, 5, 31, tzinfo=NEW_YORK))
+    month_end = ms(datetime(YEAR, 4, 30, tzinfo=NEW_YORK))
+    next_end = ms(datetime(YEAR, 5, 31, tzinfo=NEW_YORK))
     status, h, _ = gw_post(port, "month", 3000, now=t)
     check("gateway: month budget r=2000, t to Apr 30 00:00 New York", status == 200 and
           limits_of(h, "budget", r=2000, t=math.ceil((month_end - t) / 1000))[0],
@@ -321,7 +324,7 @@ def main():
         redis_proc = subprocess.Popen(
             [server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly",
              "no", "--dir", tmp, "--loadmodule", module,
-             # The gateway's checks run on a test clock (AT) in 2031.
+             # The gateway's checks run on a test clock (AT) ahead of the server's.
              "at-max-ahead", "-1"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(redis_proc)
