@@ -78,16 +78,23 @@ def limits(customer, estimate):
     }
 
 
+def twice(call):
+    """One retry on a lost connection. Both calls are safe to repeat: a reservation made under a
+    DEDUP id is not made twice, and a settled id settles nothing more."""
+    try:
+        return call()
+    except redis.ConnectionError:
+        return call()
+
+
 def reserve(specs, request_id, at):
-    """RL.ALL ... HOLD ttl DEDUP id DETAIL: one retry on a lost connection, which the DEDUP id
-    makes safe (a reservation that was made is not made twice)."""
-    for attempt in (1, 2):
-        try:
-            return limiter.all(specs, dedup=request_id, hold=HOLD, detail=True, at=at)
-        except redis.ConnectionError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    """RL.ALL ... HOLD ttl DEDUP id DETAIL: the estimate reserved on every limit, or nothing."""
+    return twice(lambda: limiter.all(specs, dedup=request_id, hold=HOLD, detail=True, at=at))
+
+
+def settle(specs, request_id, used, at):
+    """RL.SETTLE with what was really used: 1 request, `used` tokens, `used` tokens."""
+    return twice(lambda: limiter.settle(list(specs), request_id, [1, used, used], at=at))
 
 
 def upstream(body):
@@ -155,7 +162,7 @@ class Handler(BaseHTTPRequestHandler):
             os._exit(70)  # Test only: the gateway dies holding the reservation.
         used = upstream(body)
         try:
-            settled = limiter.settle(list(specs), request_id, [1, used, used], at=at)
+            settled = settle(specs, request_id, used, at)
         except redis.RedisError:
             # Not settled: the reservation comes back when its ttl ends; answer with the reserve.
             settled = [None] * len(specs)
