@@ -331,6 +331,8 @@ enum Shape {
     Ok,
     /// COMMAND GETKEYS: an array.
     Keys,
+    /// RL.SETTLE: an array of limiter replies or nils, one per key.
+    Settle,
 }
 
 struct Command {
@@ -418,6 +420,10 @@ const TEMPLATES: &[Command] = &[
     Command {
         name: "RL.CHECKALL",
         shape: Shape::Limiter,
+    },
+    Command {
+        name: "RL.SETTLE",
+        shape: Shape::Settle,
     },
 ];
 
@@ -543,6 +549,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
         "DEDUP",
         "BLOCK",
         "DELAY",
+        "HOLD",
         "AT",
         "DETAIL",
     ];
@@ -834,6 +841,32 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             v.extend([key(r, kind), count(r)]);
             options(r, &mut v, &["DEDUP", "AT"], false);
         }
+        "RL.SETTLE" => {
+            let n = 1 + r.below(3);
+            let numkeys = match r.below(8) {
+                0 => odd_number(r),
+                1 => (n + 1).to_string().into_bytes(),
+                _ => n.to_string().into_bytes(),
+            };
+            v.push(numkeys);
+            for _ in 0..n {
+                let kind = if r.one_in(9) {
+                    "RL.ACQUIRE"
+                } else {
+                    refund_kind(r)
+                };
+                v.push(key(r, kind));
+            }
+            v.push(dedup_id(r));
+            for _ in 0..n {
+                v.push(if r.odd() {
+                    odd_number(r)
+                } else {
+                    r.below(40).to_string().into_bytes()
+                });
+            }
+            options(r, &mut v, &["AT"], false);
+        }
         "RL.BLOCK" => {
             let kind = refund_kind(r);
             v.extend([key(r, kind), duration(r)]);
@@ -1065,6 +1098,17 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
         (Shape::Info, Reply::Map(pairs)) => !pairs.is_empty(),
         (Shape::Ok, Reply::Simple(s)) => s == "OK",
         (Shape::Keys, Reply::Array(_)) => true,
+        (Shape::Settle, Reply::Array(items)) => {
+            !items.is_empty()
+                && items.iter().all(|i| match i {
+                    Reply::Nil => true,
+                    Reply::Array(v) => five_ints(v),
+                    Reply::Map(pairs) => {
+                        pairs.len() == 5 && pairs.iter().all(|(_, v)| matches!(v, Reply::Int(_)))
+                    }
+                    _ => false,
+                })
+        }
         _ => false,
     };
     if ok {
@@ -1106,6 +1150,18 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
             .concat(),
         );
         c.ints(&[&["RL.SLIDINGCOUNTER", "p:sc", "10", "1m"][..], &opts].concat());
+        // Reservations (HOLD), the first settled into debt.
+        c.ints(
+            &[
+                &["RL.SLIDING", "p:held", "10", "1m", "HOLD", "1h"][..],
+                &opts,
+            ]
+            .concat(),
+        );
+        if i == 1 {
+            let settle = ["RL.SETTLE", "1", "p:held", "d0", "25", "AT", at.as_str()];
+            assert!(c.cmd(&settle).as_array().is_some());
+        }
         c.ints(&[
             "RL.ACQUIRE",
             "p:conc",
@@ -1170,7 +1226,7 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     let mut payloads = payloads_of(&aof, b"rl._restore");
     assert_eq!(
         payloads.len(),
-        8,
+        9,
         "one RL._RESTORE per key in {}",
         base.display()
     );

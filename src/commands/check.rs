@@ -114,7 +114,11 @@ fn run(
     // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
     let now = evaluation_time(ctx, req.opts.at)?.now;
     let mut key = LimiterKey::open_read(ctx, name);
-    let value = key.limiter_copy(this.name_str())?;
+    let mut value = key.limiter_copy(this.name_str())?;
+    // Reservations ended unsettled are given back on the copy (nothing is written).
+    if let Some(copy) = value.as_mut() {
+        copy.catch_up(copy.clock(now)).map_err(RlError::from)?;
+    }
     let state = value.as_ref();
     let judged = req
         .spec
