@@ -1,6 +1,6 @@
 """RateLimiter on redis.RedisCluster: a 3-master cluster on loopback with the module on each
-node. Single-key commands route by their key; RL.ALL routes by its hash-tagged keys, and keys
-of different slots are refused."""
+node. Single-key commands route by their key; RL.ALL and RL.SETTLE route by their hash-tagged
+keys, and keys of different slots are refused."""
 
 from __future__ import annotations
 
