@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run the example HTTP services (examples/python, examples/node) against a real server with the
-# module, installing what they need first and saying what:
+# Run the example HTTP services (examples/python, examples/node, examples/gateway) against a real
+# server with the module, installing what they need first and saying what:
 #
 #   Python: redis==8.1.0 (redis-py) and hatchling from PyPI, into the virtualenv
 #           $RL_EXAMPLES_VENV (default ~/.cache/redis-ratelimit/examples), then the client

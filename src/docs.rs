@@ -92,12 +92,21 @@ pub const AT: ArgDoc = opt(c"unix-time-milliseconds", ArgType::UnixTime, c"AT");
 pub const SHARED_OPTIONS: &[ArgDoc] = &[
     opt(c"cost", ArgType::Integer, c"COST"),
     opt(c"peek", ArgType::PureToken, c"PEEK"),
+    SHADOW,
     opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
     opt(c"id", ArgType::String, c"DEDUP"),
     opt(c"duration", ArgType::String, c"BLOCK"),
+    HOLD,
     AT,
     DETAIL,
 ];
+
+/// `SHADOW`: evaluate and charge as enforced, never deny (a limit rolled out before it is
+/// enforced).
+pub const SHADOW: ArgDoc = opt(c"shadow", ArgType::PureToken, c"SHADOW");
+
+/// `HOLD ttl`: the granted units are a reservation under the `DEDUP` id, settled by RL.SETTLE.
+pub const HOLD: ArgDoc = opt(c"ttl", ArgType::String, c"HOLD");
 
 /// `DETAIL`: the detailed reply.
 pub const DETAIL: ArgDoc = opt(c"detail", ArgType::PureToken, c"DETAIL");

@@ -16,6 +16,48 @@ pub struct CommandStats {
     pub granted: AtomicU64,
     /// Calls that asked for units and got none.
     pub denied: AtomicU64,
+    /// `SHADOW` calls that enforcement would have denied, let through (counted as granted).
+    pub shadow_denied: AtomicU64,
+}
+
+/// How one evaluated call counts ([`Count::of`]): in the granted or the denied column, and
+/// maybe in the shadow_denied one too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    /// Enforcement grants the call.
+    enforced: bool,
+    /// The call was made with `SHADOW`.
+    shadow: bool,
+}
+
+impl Count {
+    /// A call that enforcement grants (`granted`) or denies, made with `SHADOW` or not: a
+    /// `SHADOW` call is let through, so it is granted, and if enforcement denies it also
+    /// `shadow_denied` (SPEC "The detailed reply"). The same rule for every counter of calls,
+    /// a command's or a policy's.
+    pub const fn of(granted: bool, shadow: bool) -> Count {
+        Count {
+            enforced: granted,
+            shadow,
+        }
+    }
+
+    /// In the granted column (else the denied one).
+    pub const fn granted(self) -> bool {
+        self.enforced || self.shadow
+    }
+
+    /// In the shadow_denied column: enforcement denies it, `SHADOW` let it through.
+    pub const fn shadow_denied(self) -> bool {
+        self.shadow && !self.enforced
+    }
+}
+
+impl From<bool> for Count {
+    /// A call without `SHADOW`, granted or denied.
+    fn from(granted: bool) -> Count {
+        Count::of(granted, false)
+    }
 }
 
 impl CommandStats {
@@ -26,14 +68,21 @@ impl CommandStats {
             calls: AtomicU64::new(0),
             granted: AtomicU64::new(0),
             denied: AtomicU64::new(0),
+            shadow_denied: AtomicU64::new(0),
         }
     }
 
-    /// Count one evaluated call.
-    pub fn record(&self, granted: bool) {
+    /// Count one evaluated call: granted or denied (a `bool`), or as [`Count::of`] says.
+    #[inline(always)]
+    pub fn record(&self, count: impl Into<Count>) {
+        let count = count.into();
         self.calls.fetch_add(1, Ordering::Relaxed);
-        if granted {
+        // A call enforcement grants tests nothing more (the common path).
+        if count.enforced {
             self.granted.fetch_add(1, Ordering::Relaxed);
+        } else if count.shadow {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+            self.shadow_denied.fetch_add(1, Ordering::Relaxed);
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
@@ -69,7 +118,31 @@ mod tests {
         s.record(true);
         s.record(false);
         s.record(false);
-        let got = [&s.calls, &s.granted, &s.denied].map(|c| c.load(Ordering::Relaxed));
-        assert_eq!(got, [3, 1, 2]);
+        let got =
+            [&s.calls, &s.granted, &s.denied, &s.shadow_denied].map(|c| c.load(Ordering::Relaxed));
+        assert_eq!(got, [3, 1, 2, 0]);
+    }
+
+    #[test]
+    fn a_shadow_call_enforcement_denies_counts_as_granted_and_shadow_denied() {
+        #[rustfmt::skip]
+        let cases = [
+            // enforced granted, SHADOW   granted, shadow_denied
+            ((true,  false),              (true,  false)),
+            ((false, false),              (false, false)),
+            ((true,  true),               (true,  false)),
+            ((false, true),               (true,  true)),
+        ];
+        for ((granted, shadow), want) in cases {
+            let c = Count::of(granted, shadow);
+            assert_eq!((c.granted(), c.shadow_denied()), want, "{granted} {shadow}");
+        }
+        let s = CommandStats::new(Some("t"));
+        s.record(Count::of(false, true));
+        s.record(Count::of(true, true));
+        s.record(false);
+        let got =
+            [&s.calls, &s.granted, &s.denied, &s.shadow_denied].map(|c| c.load(Ordering::Relaxed));
+        assert_eq!(got, [3, 2, 1, 1]);
     }
 }

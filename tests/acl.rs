@@ -78,6 +78,8 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
         (v(&["RL.RELEASE", "cc", "w", "AT", &at]), &["write", "fast"]),
         // RL.REFUND is O(N) on a sliding log, so not fast.
         (v(&["RL.REFUND", "g", "1", "AT", &at]), &["write"]),
+        // RL.SETTLE settles a reservation on each of its keys (O(N) on a sliding log).
+        (v(&["RL.SETTLE", "1", "g", "h", "1", "AT", &at]), &["write"]),
         (v(&["RL.BLOCK", "b", "1s", "AT", &at]), &["write", "fast"]),
         (v(&["RL.UNBLOCK", "b"]), &["write", "fast"]),
         (

@@ -115,4 +115,16 @@ fn cluster_nodes_redirect_every_command_to_the_key_owner() {
         err.starts_with("CROSSSLOT") || err.starts_with("MOVED"),
         "{err}"
     );
+    // RL.SETTLE declares its keys the same way: one slot settles, two slots are refused.
+    let settle =
+        |keys: [&str; 2]| ["RL.SETTLE", "2", keys[0], keys[1], "req", "1", "1"].map(String::from);
+    let reply = nodes[tagged_owner]
+        .conn()
+        .cmd(&settle(["{user:42}:s", "{user:42}:m"]));
+    assert!(reply.as_array().is_some_and(|r| r.len() == 2), "{reply:?}");
+    let err = nodes[tagged_owner].conn().err(&settle(["a", "b"]));
+    assert!(
+        err.starts_with("CROSSSLOT") || err.starts_with("MOVED"),
+        "{err}"
+    );
 }

@@ -652,11 +652,11 @@ fn at_ahead_is_refused_and_info_counts_both_commands() {
     c.int(&["RL.RELEASE", "k", "a"]); // nothing to free
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_rl_acquire").as_deref(),
-        Some("calls=2,granted=1,denied=1")
+        Some("calls=2,granted=1,denied=1,shadow_denied=0")
     );
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_rl_release").as_deref(),
-        Some("calls=2,granted=1,denied=1")
+        Some("calls=2,granted=1,denied=1,shadow_denied=0")
     );
 }
 

@@ -339,6 +339,8 @@ enum Shape {
     Bulk,
     /// The RL.POLICY container alone: never a success.
     Never,
+    /// RL.SETTLE: an array of limiter replies or nils, one per key.
+    Settle,
 }
 
 struct Command {
@@ -458,6 +460,10 @@ const TEMPLATES: &[Command] = &[
     Command {
         name: "RL.POLICY|RESTORE",
         shape: Shape::Ok,
+    },
+    Command {
+        name: "RL.SETTLE",
+        shape: Shape::Settle,
     },
 ];
 
@@ -673,10 +679,12 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
     const SHARED: &[&str] = &[
         "COST",
         "PEEK",
+        "SHADOW",
         "BESTEFFORT",
         "DEDUP",
         "BLOCK",
         "DELAY",
+        "HOLD",
         "AT",
         "DETAIL",
     ];
@@ -698,7 +706,7 @@ fn options(r: &mut Rng, out: &mut Vec<Vec<u8>>, own: &[&'static str], shared: bo
         used.push(name);
         out.push(spell(r, name));
         let value = match name {
-            "PEEK" | "BESTEFFORT" | "DETAIL" | "FOO" | "NX" => continue,
+            "PEEK" | "SHADOW" | "BESTEFFORT" | "DETAIL" | "FOO" | "NX" => continue,
             "COST" | "ADD" => {
                 if r.odd() {
                     odd_number(r)
@@ -942,9 +950,10 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 }
             }
             if name == "RL.CHECKALL" {
-                // Its options are COST, DETAIL and AT; odd vectors also get RL.ALL's others.
+                // Its options are COST, SHADOW, DETAIL and AT; odd vectors also get RL.ALL's
+                // others.
                 let shared = r.odd();
-                options(r, &mut v, &["COST", "DETAIL", "AT"], shared);
+                options(r, &mut v, &["COST", "SHADOW", "DETAIL", "AT"], shared);
             } else {
                 options(r, &mut v, &[], true);
                 // CONCURRENCY takes its lease id from DEDUP: give one to plausible vectors.
@@ -962,10 +971,15 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             if give_id && id_first {
                 v.extend(id.clone());
             }
-            // Its own options are the shared COST, PEEK and AT, and WAIT; odd vectors also get
-            // the shared options it refuses (BESTEFFORT, DEDUP).
+            // Its own options are the shared COST, PEEK, SHADOW and AT, and WAIT; odd vectors
+            // also get the shared options it refuses (BESTEFFORT, DEDUP).
             let shared = r.odd();
-            options(r, &mut v, &["COST", "PEEK", "DETAIL", "AT", "WAIT"], shared);
+            options(
+                r,
+                &mut v,
+                &["COST", "PEEK", "SHADOW", "DETAIL", "AT", "WAIT"],
+                shared,
+            );
             if give_id && !id_first {
                 v.extend(id);
             }
@@ -1015,6 +1029,32 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             v.extend([key(r, kind), count(r)]);
             options(r, &mut v, &["DEDUP", "AT"], false);
         }
+        "RL.SETTLE" => {
+            let n = 1 + r.below(3);
+            let numkeys = match r.below(8) {
+                0 => odd_number(r),
+                1 => (n + 1).to_string().into_bytes(),
+                _ => n.to_string().into_bytes(),
+            };
+            v.push(numkeys);
+            for _ in 0..n {
+                let kind = if r.one_in(9) {
+                    "RL.ACQUIRE"
+                } else {
+                    refund_kind(r)
+                };
+                v.push(key(r, kind));
+            }
+            v.push(dedup_id(r));
+            for _ in 0..n {
+                v.push(if r.odd() {
+                    odd_number(r)
+                } else {
+                    r.below(40).to_string().into_bytes()
+                });
+            }
+            options(r, &mut v, &["AT"], false);
+        }
         "RL.BLOCK" => {
             let kind = refund_kind(r);
             v.extend([key(r, kind), duration(r)]);
@@ -1036,7 +1076,12 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
                 4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
                 _ => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
             }
-            options(r, &mut v, &["COST", "BESTEFFORT", "DETAIL", "AT"], false);
+            options(
+                r,
+                &mut v,
+                &["COST", "BESTEFFORT", "SHADOW", "DETAIL", "AT"],
+                false,
+            );
         }
         _ => unreachable!("{name}"),
     }
@@ -1092,6 +1137,7 @@ fn mutate(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
                     "PRECISION",
                     "ID",
                     "PEEK",
+                    "SHADOW",
                     "DETAIL",
                     "CHARGE",
                     "NAME",
@@ -1264,6 +1310,17 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
             .iter()
             .all(|p| matches!(p, (Reply::Bulk(_), Reply::Int(_)))),
         (Shape::Bulk, Reply::Bulk(_)) => true,
+        (Shape::Settle, Reply::Array(items)) => {
+            !items.is_empty()
+                && items.iter().all(|i| match i {
+                    Reply::Nil => true,
+                    Reply::Array(v) => five_ints(v),
+                    Reply::Map(pairs) => {
+                        pairs.len() == 5 && pairs.iter().all(|(_, v)| matches!(v, Reply::Int(_)))
+                    }
+                    _ => false,
+                })
+        }
         _ => false,
     };
     if ok {
@@ -1305,6 +1362,18 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
             .concat(),
         );
         c.ints(&[&["RL.SLIDINGCOUNTER", "p:sc", "10", "1m"][..], &opts].concat());
+        // Reservations (HOLD), the first settled into debt.
+        c.ints(
+            &[
+                &["RL.SLIDING", "p:held", "10", "1m", "HOLD", "1h"][..],
+                &opts,
+            ]
+            .concat(),
+        );
+        if i == 1 {
+            let settle = ["RL.SETTLE", "1", "p:held", "d0", "25", "AT", at.as_str()];
+            assert!(c.cmd(&settle).as_array().is_some());
+        }
         c.ints(&[
             "RL.ACQUIRE",
             "p:conc",
@@ -1369,7 +1438,7 @@ fn harvest_payloads(s: &Server) -> Vec<Vec<u8>> {
     let mut payloads = payloads_of(&aof, b"rl._restore");
     assert_eq!(
         payloads.len(),
-        8,
+        9,
         "one RL._RESTORE per key in {}",
         base.display()
     );

@@ -166,17 +166,17 @@ fn info_counts_calls_granted_and_denied_per_command() {
     c.err(&["RL.GCRA", "k", "0", "1", "1m"]);
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_rl_gcra").as_deref(),
-        Some("calls=3,granted=2,denied=1")
+        Some("calls=3,granted=2,denied=1,shadow_denied=0")
     );
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_cl_throttle")
             .as_deref(),
-        Some("calls=1,granted=1,denied=0")
+        Some("calls=1,granted=1,denied=0,shadow_denied=0")
     );
     assert_eq!(
         c.info_field("ratelimit", "ratelimit_rl_tokenbucket")
             .as_deref(),
-        Some("calls=0,granted=0,denied=0")
+        Some("calls=0,granted=0,denied=0,shadow_denied=0")
     );
 }
 
@@ -261,17 +261,32 @@ fn config_resetstat_leaves_the_counters_as_they_were() {
     let gcra = |c: &mut Conn| c.info_field("ratelimit", "ratelimit_rl_gcra");
     let fixed = |c: &mut Conn| c.info_field("ratelimit", "ratelimit_rl_fixed");
     count(&mut c);
-    assert_eq!(gcra(&mut c).as_deref(), Some("calls=2,granted=1,denied=1"));
+    assert_eq!(
+        gcra(&mut c).as_deref(),
+        Some("calls=2,granted=1,denied=1,shadow_denied=0")
+    );
     assert!(c.info_field("commandstats", "cmdstat_rl.gcra").is_some());
     c.ok(&["config", "resetstat"]);
     // The server reset its own statistics...
     assert_eq!(c.info_field("commandstats", "cmdstat_rl.gcra"), None);
     // ...and the module's counters are as they were, then go on counting.
-    assert_eq!(gcra(&mut c).as_deref(), Some("calls=2,granted=1,denied=1"));
-    assert_eq!(fixed(&mut c).as_deref(), Some("calls=1,granted=1,denied=0"));
+    assert_eq!(
+        gcra(&mut c).as_deref(),
+        Some("calls=2,granted=1,denied=1,shadow_denied=0")
+    );
+    assert_eq!(
+        fixed(&mut c).as_deref(),
+        Some("calls=1,granted=1,denied=0,shadow_denied=0")
+    );
     count(&mut c);
-    assert_eq!(gcra(&mut c).as_deref(), Some("calls=4,granted=1,denied=3"));
-    assert_eq!(fixed(&mut c).as_deref(), Some("calls=2,granted=2,denied=0"));
+    assert_eq!(
+        gcra(&mut c).as_deref(),
+        Some("calls=4,granted=1,denied=3,shadow_denied=0")
+    );
+    assert_eq!(
+        fixed(&mut c).as_deref(),
+        Some("calls=2,granted=2,denied=0,shadow_denied=0")
+    );
 }
 
 #[test]

@@ -94,6 +94,7 @@ pub fn parse_with(
         }
         _ => Ok(false),
     })?;
+    opts.check_hold(std::iter::once((crate::core::Kind::Concurrency, false)))?;
     let params = ConcurrencyParams::new(limit, lease, id)?;
     Ok((Parsed { params, opts }, waits))
 }

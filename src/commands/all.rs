@@ -22,7 +22,7 @@ use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
-use crate::core::limiter::{Decision, Request};
+use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
 };
@@ -31,6 +31,7 @@ use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
+use crate::stats::Count;
 
 /// RL.ALL's COMMAND DOCS.
 pub const DOC: CommandDoc = CommandDoc {
@@ -125,7 +126,9 @@ impl<'a> AllRequest<'a> {
                     keys: keys.len(),
                 });
             }
-            let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+            let mut opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+            // A policy set with SHADOW: every call under it as with the SHADOW option.
+            opts.shadow |= found.def.shadow;
             opts.check_delay(
                 limiters
                     .iter()
@@ -156,6 +159,11 @@ impl<'a> AllRequest<'a> {
             limiters
                 .iter()
                 .map(|l| (l.params.kind(), l.params.delays())),
+        )?;
+        opts.check_hold(
+            limiters
+                .iter()
+                .map(|l| (l.params.kind(), l.params.settles())),
         )?;
         let charges: Vec<u64> = limiters
             .iter()
@@ -330,15 +338,17 @@ fn run(
     // A new lease on a concurrency key does not pass the clients waiting there
     // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
     // denied.
-    let yields = parsed
-        .specs
-        .iter()
-        .zip(&parsed.keys)
-        .zip(&held)
-        .any(|((spec, key), state)| {
-            spec.kind() == Kind::Concurrency
-                && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
-        });
+    let yielder =
+        parsed
+            .specs
+            .iter()
+            .zip(&parsed.keys)
+            .zip(&held)
+            .position(|((spec, key), state)| {
+                spec.kind() == Kind::Concurrency
+                    && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+            });
+    let yields = yielder.is_some();
     let mut req = req;
     req.peek |= yields;
     let mut slots: Vec<Slot<'_>> = held
@@ -373,11 +383,22 @@ fn run(
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let mut d = Decision::from(outcome.verdict);
-    // A new lease that yields to the waiters on a concurrency key is denied (judged only).
-    let yielded = wait::deny_yielded(&mut d, yields, req.cost);
+    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
+    let mut d = Decision::from(reply);
+    // A new lease that yields to the waiters on a concurrency key is denied (judged only);
+    // under `SHADOW` it is let through, taking nothing.
+    let yielded = if req.shadow {
+        yields && req.cost > 0
+    } else {
+        wait::deny_yielded(&mut d, yields, req.cost)
+    };
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
     let granted = outcome.denied_by.is_none() && !yielded;
+    let (reason, denied_by) = if yielded && req.shadow {
+        (Reason::Shadow, yielder)
+    } else {
+        (reason, outcome.denied_by)
+    };
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
         .zip(&names)
@@ -395,23 +416,38 @@ fn run(
         eval,
         &mut keys,
         propagate,
-        granted,
+        Count::of(granted, req.shadow),
         |ctx| {
             if parsed.opts.detail {
-                reply_detail(ctx, &d, &parsed, &outcome);
+                reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
             } else {
                 reply_decision(ctx, &d);
             }
         },
     )?;
     if let Some(p) = &parsed.policy {
-        p.stats.record(granted, false, d.remaining, d.limit);
+        let count = Count::of(granted, req.shadow);
+        let enforced = Decision::from(outcome.verdict);
+        p.stats.record(
+            count.granted(),
+            count.shadow_denied(),
+            enforced.remaining,
+            enforced.limit,
+        );
     }
     Ok(())
 }
 
-/// The detailed reply of RL.ALL or RL.CHECKALL: one part per key, named by its key.
-pub fn reply_detail(ctx: &Context, d: &Decision, parsed: &AllRequest<'_>, outcome: &MultiOutcome) {
+/// The detailed reply of RL.ALL or RL.CHECKALL: the call's reply `d`, its reason and the index
+/// of the key that denied it (under `SHADOW`, [`Request::reply`]: the would-be denier), then
+/// one part per key, named by its key, as enforcement replies it.
+pub fn reply_detail(
+    ctx: &Context,
+    d: &Decision,
+    (reason, denied_by): (Reason, Option<usize>),
+    parsed: &AllRequest<'_>,
+    outcome: &MultiOutcome,
+) {
     let policy = parsed.policy.as_deref();
     let parts: Vec<Part<'_>> = parsed
         .keys
@@ -433,7 +469,7 @@ pub fn reply_detail(ctx: &Context, d: &Decision, parsed: &AllRequest<'_>, outcom
             }
         })
         .collect();
-    detail::reply(ctx, d, outcome.reason, outcome.denied_by, &parts);
+    detail::reply(ctx, d, reason, denied_by, &parts);
 }
 
 #[cfg(test)]

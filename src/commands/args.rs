@@ -1,5 +1,6 @@
 //! Argument parsing shared by every command: strict integers, durations with units, `AT` times,
-//! and the shared options (`COST`, `PEEK`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`, `AT`).
+//! and the shared options (`COST`, `PEEK`, `SHADOW`, `BESTEFFORT`, `DEDUP`, `BLOCK`, `DELAY`,
+//! `AT`).
 //!
 //! Everything works on byte slices and is pure, so it is unit-tested without a server.
 
@@ -239,6 +240,13 @@ pub fn format_at(us: Micros) -> String {
     String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
+/// The error of `HOLD` without `DEDUP`.
+pub const HOLD_NEEDS_DEDUP: &str = "HOLD needs DEDUP id (the reservation is settled by its id)";
+
+/// The error of `HOLD` on a concurrency limiter.
+pub const HOLD_NO_CONCURRENCY: &str =
+    "HOLD does not apply to a concurrency limiter, its units come back with RL.RELEASE";
+
 /// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
 const OPTION_MAX: usize = 16;
 
@@ -246,10 +254,12 @@ const OPTION_MAX: usize = 16;
 pub const SHARED: &[&[u8]] = &[
     b"COST",
     b"PEEK",
+    b"SHADOW",
     b"BESTEFFORT",
     b"DEDUP",
     b"BLOCK",
     b"DELAY",
+    b"HOLD",
     b"AT",
     b"DETAIL",
 ];
@@ -259,6 +269,8 @@ pub const SHARED: &[&[u8]] = &[
 pub struct Options {
     pub cost: u64,
     pub peek: bool,
+    /// `SHADOW`: charge as enforced, never deny (the reply grants the cost).
+    pub shadow: bool,
     pub best_effort: bool,
     pub dedup: Option<DedupId>,
     pub at: Option<Micros>,
@@ -271,6 +283,10 @@ pub struct Options {
     /// `DELAY d`: grant a call allowed within `d` µs now, as a reservation of that moment (the
     /// command refuses it unless its algorithms take it: [`Options::check_delay`]).
     pub delay: Option<Micros>,
+    /// `HOLD ttl`: the units granted are a reservation under the `DEDUP` id (required), given
+    /// back unless settled within `ttl` µs (the command refuses it on a concurrency limiter:
+    /// [`Options::check_hold`]).
+    pub hold: Option<Micros>,
 }
 
 impl Default for Options {
@@ -278,6 +294,7 @@ impl Default for Options {
         Options {
             cost: 1,
             peek: false,
+            shadow: false,
             best_effort: false,
             dedup: None,
             at: None,
@@ -285,6 +302,7 @@ impl Default for Options {
             block: None,
             detail: false,
             delay: None,
+            hold: None,
         }
     }
 }
@@ -340,6 +358,7 @@ impl Options {
                     o.cost = non_negative(args.value_of("COST")?, "COST")?;
                 }
                 b"PEEK" => once(&mut o.peek, "PEEK")?,
+                b"SHADOW" => once(&mut o.shadow, "SHADOW")?,
                 b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
                 b"DETAIL" => once(&mut o.detail, "DETAIL")?,
                 b"DEDUP" => {
@@ -364,6 +383,12 @@ impl Options {
                     }
                     o.delay = Some(duration(args.value_of("DELAY")?, "DELAY")?);
                 }
+                b"HOLD" => {
+                    if o.hold.is_some() {
+                        return Err(RlError::Duplicate("HOLD"));
+                    }
+                    o.hold = Some(duration(args.value_of("HOLD")?, "HOLD")?);
+                }
                 b"AT" => {
                     if o.at.is_some() {
                         return Err(RlError::Duplicate("AT"));
@@ -386,11 +411,35 @@ impl Options {
         Request {
             cost: self.cost,
             peek: self.peek,
+            shadow: self.shadow,
             best_effort: self.best_effort,
             dedup: self.dedup,
             now,
             block: self.block,
             delay: self.delay,
+            hold: self.hold,
+        }
+    }
+
+    /// Refuse `HOLD` unless every algorithm the call runs can be settled (`settles`: it takes
+    /// refunds; a concurrency limiter's units come back with RL.RELEASE), then without
+    /// `DEDUP id` (the reservation's name).
+    ///
+    /// # Errors
+    /// `ERR HOLD does not apply to a concurrency limiter, ...`, `ERR HOLD needs DEDUP id ...`.
+    pub fn check_hold(
+        &self,
+        mut settles: impl Iterator<Item = (Kind, bool)>,
+    ) -> Result<(), RlError> {
+        if self.hold.is_none() {
+            return Ok(());
+        }
+        if settles.any(|(_, takes)| !takes) {
+            Err(RlError::Conflict(HOLD_NO_CONCURRENCY))
+        } else if self.dedup.is_none() {
+            Err(RlError::Conflict(HOLD_NEEDS_DEDUP))
+        } else {
+            Ok(())
         }
     }
 
@@ -565,8 +614,11 @@ mod tests {
             b"1h",
             b"Delay",
             b"250ms",
+            b"shadow",
         ];
         let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
+        assert!(o.shadow && o.request(7).shadow);
+        assert!(!Options::default().shadow);
         assert_eq!(o.block, Some(3_600_000_000));
         assert_eq!(o.delay, Some(250_000));
         assert_eq!(o.request(7).delay, Some(250_000));
@@ -616,6 +668,17 @@ mod tests {
         assert_eq!(
             err(&[b"DEDUP", &[b'x'; 257]]),
             "ERR DEDUP id must be at most 256 bytes"
+        );
+        assert_eq!(
+            err(&[b"SHADOW", b"shadow"]),
+            "ERR syntax error, SHADOW given more than once"
+        );
+        // A command that does not take it calls it unknown.
+        assert_eq!(
+            Options::parse_only(&mut Args::new(&[b"SHADOW"]), &[b"AT"], |_, _| Ok(false))
+                .unwrap_err()
+                .to_string(),
+            "ERR unknown option 'SHADOW'"
         );
         assert_eq!(err(&[b"DELAY"]), "ERR syntax error, DELAY needs a value");
         assert_eq!(err(&[b"DELAY", b"0"]), "ERR invalid duration '0' for DELAY");

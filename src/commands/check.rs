@@ -1,4 +1,4 @@
-//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]: the reply the same call with `PEEK` would
+//! RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[SHADOW\] \[DETAIL\] [AT t]: the reply the same call with `PEEK` would
 //! give, read-only (it runs on replicas): the key is opened for reading, nothing is written or
 //! propagated. The limiter is written as in RL.ALL and judged by `core::flow::judge`, the same
 //! rules as every other call (a block honoured).
@@ -16,10 +16,11 @@ use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
 use crate::core::multi::{AnyParams, BESTEFFORT_CHARGES};
-use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, arg, opt};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, SHADOW, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
+use crate::stats::Count;
 
 /// RL.CHECK's COMMAND DOCS.
 pub const DOC: CommandDoc = CommandDoc {
@@ -34,6 +35,7 @@ pub const DOC: CommandDoc = CommandDoc {
         },
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"besteffort", ArgType::PureToken, c"BESTEFFORT"),
+        SHADOW,
         DETAIL,
         AT,
     ],
@@ -53,8 +55,8 @@ impl<'a> CheckRequest<'a> {
     /// Parse the whole argument vector (`args[0]` is the command name, `args[1]` the key).
     ///
     /// # Errors
-    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT`, `DETAIL` and
-    /// `AT`.
+    /// Arity, the limiter's own errors, options other than `COST`, `BESTEFFORT`, `SHADOW`,
+    /// `DETAIL` and `AT`.
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
@@ -66,7 +68,7 @@ impl<'a> CheckRequest<'a> {
         let spec = limiter.params;
         let mut opts = Options::parse_only(
             &mut args,
-            &[b"COST", b"BESTEFFORT", b"DETAIL", b"AT"],
+            &[b"COST", b"BESTEFFORT", b"SHADOW", b"DETAIL", b"AT"],
             |_, _| Ok(false),
         )?;
         // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
@@ -90,7 +92,7 @@ impl<'a> CheckRequest<'a> {
     }
 }
 
-/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[DETAIL\] [AT t]
+/// RL.CHECK key limiter [COST n] \[BESTEFFORT\] \[SHADOW\] \[DETAIL\] [AT t]
 pub struct Check;
 
 impl Run for Check {
@@ -114,15 +116,18 @@ fn run(
     // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
     let now = evaluation_time(ctx, req.opts.at)?.now;
     let mut key = LimiterKey::open_read(ctx, name);
-    let value = key.limiter_copy(this.name_str())?;
+    let mut value = key.limiter_copy(this.name_str())?;
+    // Reservations ended unsettled are given back on the copy (nothing is written).
+    if let Some(copy) = value.as_mut() {
+        copy.catch_up(copy.clock(now)).map_err(RlError::from)?;
+    }
     let state = value.as_ref();
     let judged = req
         .spec
         .judge(state, now, req.opts.cost, req.opts.best_effort, None)
         .map_err(RlError::from)?;
-    let d = Decision::from(judged.verdict);
-    this.stats
-        .record(d.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none()));
+    let granted = judged.verdict.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none());
+    this.stats.record(Count::of(granted, req.opts.shadow));
     if req.opts.detail {
         detail::reply_one(
             ctx,
@@ -133,9 +138,12 @@ fn run(
             judged.verdict,
             req.spec.window(),
             judged.reason(),
+            req.opts.shadow,
         );
         return Ok(());
     }
+    let reply = req.opts.request(now).reply(judged.verdict, judged.reason());
+    let d = Decision::from(reply.0);
     reply_decision(ctx, &d);
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! RL.CHECKALL numkeys key [key ...] limiter [limiter ...] [COST n] \[DETAIL\] [AT t]: the reply
+//! RL.CHECKALL numkeys key [key ...] limiter [limiter ...] [COST n] \[SHADOW\] \[DETAIL\] [AT t]: the reply
 //! the same RL.ALL call with `PEEK` would give ("would this request pass every limit?"),
 //! read-only (it runs on replicas): the keys are opened for reading and copied, RL.ALL's own
 //! path (`core::multi::apply_charged`) runs on the copies as a `PEEK`, and nothing is written
@@ -15,10 +15,11 @@ use crate::commands::{evaluation_time, reply_decision, with_bytes};
 use crate::core::dedup::DedupId;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{Slot, apply_charged};
-use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, arg, opt};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, SHADOW, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
+use crate::stats::Count;
 
 /// RL.CHECKALL's COMMAND DOCS.
 pub const DOC: CommandDoc = CommandDoc {
@@ -36,6 +37,7 @@ pub const DOC: CommandDoc = CommandDoc {
             ..arg(c"limiter", ArgType::String)
         },
         opt(c"cost", ArgType::Integer, c"COST"),
+        SHADOW,
         DETAIL,
         AT,
     ],
@@ -43,13 +45,13 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 /// The shared options RL.CHECKALL takes.
-const OPTIONS: &[&[u8]] = &[b"COST", b"DETAIL", b"AT"];
+const OPTIONS: &[&[u8]] = &[b"COST", b"SHADOW", b"DETAIL", b"AT"];
 
 /// The lease id a concurrency limiter is checked under: one no call holds (ids are hashes of
 /// the client's bytes), so the check is that of a new lease.
 const CHECK_LEASE: DedupId = DedupId(u128::MAX);
 
-/// Parse RL.CHECKALL's arguments: RL.ALL's, with only `COST`, `DETAIL` and `AT`.
+/// Parse RL.CHECKALL's arguments: RL.ALL's, with only `COST`, `SHADOW`, `DETAIL` and `AT`.
 ///
 /// # Errors
 /// As RL.ALL's parser; any other shared option is unknown.
@@ -63,7 +65,7 @@ pub fn parse<'a>(items: &'a [&'a [u8]]) -> Result<AllRequest<'a>, RlError> {
     Ok(AllRequest { specs, ..parsed })
 }
 
-/// RL.CHECKALL numkeys key [key ...] limiter [limiter ...] [COST n] \[DETAIL\] [AT t]
+/// RL.CHECKALL numkeys key [key ...] limiter [limiter ...] [COST n] \[SHADOW\] \[DETAIL\] [AT t]
 pub struct CheckAll;
 
 impl Run for CheckAll {
@@ -106,10 +108,12 @@ fn run(
         .collect();
     let outcome = apply_charged(&mut slots, &parsed.specs, &parsed.charges, &req, 0)
         .map_err(|e| multi_error(e, &parsed.keys))?;
-    let d = Decision::from(outcome.verdict);
-    this.stats.record(outcome.denied_by.is_none());
+    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
+    let d = Decision::from(reply);
+    this.stats
+        .record(Count::of(outcome.denied_by.is_none(), req.shadow));
     if parsed.opts.detail {
-        reply_detail(ctx, &d, &parsed, &outcome);
+        reply_detail(ctx, &d, (reason, outcome.denied_by), &parsed, &outcome);
     } else {
         reply_decision(ctx, &d);
     }

@@ -1,4 +1,4 @@
-//! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] [BLOCK d] \[DETAIL\] [AT t] [WAIT timeout] / RL.RELEASE key id [AT t]
+//! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] \[SHADOW\] [BLOCK d] \[DETAIL\] [AT t] [WAIT timeout] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
 //! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
@@ -16,7 +16,7 @@ use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
 };
 use crate::core::dedup::DedupId;
-use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, arg, opt};
+use crate::docs::{AT, ArgDoc, ArgType, CommandDoc, DETAIL, KEY, SHADOW, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
@@ -39,6 +39,7 @@ const DOC: CommandDoc = CommandDoc {
         },
         opt(c"cost", ArgType::Integer, c"COST"),
         opt(c"peek", ArgType::PureToken, c"PEEK"),
+        SHADOW,
         opt(c"duration", ArgType::String, c"BLOCK"),
         AT,
         DETAIL,

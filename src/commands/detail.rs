@@ -4,7 +4,7 @@
 
 use redis_module::Context;
 
-use crate::core::limiter::{Decision, Reason, Verdict};
+use crate::core::limiter::{self, Decision, Reason, Verdict};
 use crate::core::time::{Micros, ceil_ms};
 use crate::ffi::reply::{self, DetailEntry};
 
@@ -70,8 +70,9 @@ pub fn reply(
     reply::detail(ctx, values(d), denier, reason.name(), &entries);
 }
 
-/// The detailed reply of a single-limiter call on `key`: the reply `verdict` for `cost` units,
-/// the limiter denying for `reason` unless it is granted.
+/// The detailed reply of a single-limiter call on `key`: enforcement's reply `verdict` for
+/// `cost` units, the limiter denying for `reason` unless it is granted; with `shadow` the call
+/// is let through ([`limiter::shadow`]), its entry still showing enforcement's reply.
 #[allow(clippy::too_many_arguments)]
 pub fn reply_one(
     ctx: &Context,
@@ -82,6 +83,7 @@ pub fn reply_one(
     verdict: Verdict,
     window: Micros,
     reason: Reason,
+    shadow: bool,
 ) {
     let part = Part {
         name: name.unwrap_or(key),
@@ -91,8 +93,13 @@ pub fn reply_one(
         window,
         policy,
     };
+    let (top, reason) = if shadow {
+        limiter::shadow(verdict, reason, cost)
+    } else {
+        (verdict, reason)
+    };
     let denied_by = (reason != Reason::Granted).then_some(0);
-    reply(ctx, &Decision::from(verdict), reason, denied_by, &[part]);
+    reply(ctx, &Decision::from(top), reason, denied_by, &[part]);
 }
 
 #[cfg(test)]

@@ -59,10 +59,13 @@ impl Run for Info {
             reply::fields(ctx, Resp2::NamesAndValues, fields.into_iter());
             return Ok(());
         }
-        let Some(state) = key.limiter_copy(this.name_str())? else {
+        let Some(mut state) = key.limiter_copy(this.name_str())? else {
             reply::null(ctx);
             return Ok(());
         };
+        // Reservations ended unsettled are given back on the copy (nothing is written).
+        let now = state.clock(server_now());
+        state.catch_up(now).map_err(RlError::from)?;
         describe(ctx, &state, ttl_ms)
     }
 }
@@ -110,6 +113,11 @@ fn describe(ctx: &Context, state: &LimiterState, ttl_ms: i64) -> Result<(), RlEr
         .map_or(0, |until| ceil_ms(until.saturating_sub(now)));
     fields.push(("blocked_ms", RedisValue::Integer(blocked)));
     fields.push(("dedup_ids", int(state.extras.len() as u64)));
+    // Reservations (HOLD) not settled yet, where there are any.
+    let held = state.extras.pending();
+    if held > 0 {
+        fields.push(("reservations", int(held as u64)));
+    }
     fields.push(("ttl_ms", RedisValue::Integer(ttl_ms)));
     reply::fields(ctx, Resp2::NamesAndValues, fields.into_iter());
     Ok(())

@@ -66,6 +66,8 @@ fn run(
     if let Some(charge) = limiter.charge {
         opts.cost = charge;
     }
+    // A policy set with SHADOW: every call under it as with the SHADOW option.
+    opts.shadow |= found.def.shadow;
     policy_state::flush_pending(ctx);
     // A concurrency limiter takes its lease id from the call's DEDUP, as in RL.ALL.
     let bound;
@@ -86,8 +88,8 @@ fn run(
     };
     let ran = dispatch!(spec.state(), a => limit_with(ctx, argv, bytes, this, a, hooks))?;
     found.stats.record(
-        ran.granted,
-        false,
+        ran.count.granted(),
+        ran.count.shadow_denied(),
         ran.decision.remaining,
         ran.decision.limit,
     );

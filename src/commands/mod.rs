@@ -47,6 +47,7 @@ pub mod refund;
 pub mod registry;
 pub mod restore;
 pub mod row;
+pub mod settle;
 pub mod sliding;
 pub mod sliding_counter;
 pub mod stream_count;
@@ -71,14 +72,14 @@ use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow;
-use crate::core::limiter::{Algorithm, Decision, Reason, Verdict};
+use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::state::Stored;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
-use crate::stats::CommandStats;
+use crate::stats::{CommandStats, Count};
 
 /// A command's parsed arguments: the algorithm's parameters and the shared options.
 #[derive(Debug, Clone)]
@@ -212,8 +213,10 @@ impl<C: LimiterCommand> Run for Limiter<C> {
 }
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by `name`
-/// or its key (`bytes[1]`), from `policy` if it comes from a named policy.
+/// or its key (`bytes[1]`), from `policy` if it comes from a named policy; enforcement's
+/// `verdict` for `reason`; with `shadow` the call let through.
 #[cold]
+#[allow(clippy::too_many_arguments)]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
     bytes: &[&[u8]],
@@ -221,6 +224,7 @@ pub fn reply_detail<A: Stored>(
     cost: u64,
     verdict: &Verdict,
     reason: Reason,
+    shadow: bool,
     (name, policy): (Option<&[u8]>, Option<&[u8]>),
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
@@ -233,6 +237,7 @@ pub fn reply_detail<A: Stored>(
         *verdict,
         A::window(params),
         reason,
+        shadow,
     );
 }
 
@@ -256,10 +261,11 @@ pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
     pub policy: Option<&'c [u8]>,
 }
 
-/// What [`run_call`] replied: whether the call counted as granted, and the limiter reply.
+/// What [`run_call`] did: how the call counted (granted, or let through by `SHADOW`), and
+/// enforcement's limiter reply.
 #[derive(Debug, Clone, Copy)]
 pub struct Ran {
-    pub granted: bool,
+    pub count: Count,
     pub decision: Decision,
 }
 
@@ -307,6 +313,10 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
     parsed
         .opts
         .check_delay(std::iter::once((A::KIND, A::DELAY)))?;
+    parsed.opts.check_hold(std::iter::once((
+        A::KIND,
+        A::REFUND == crate::core::limiter::Refund::Units,
+    )))?;
     let Some(key_name) = argv.get(1) else {
         return Err(RlError::Arity);
     };
@@ -332,6 +342,8 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
         Some(key_name),
     );
     let d = Decision::from(outcome.verdict);
+    // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
+    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
         event: call.event,
         stats,
@@ -341,34 +353,59 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
         at_index: parsed.opts.at_index,
         now,
     };
-    let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
-    let detail = parsed.opts.detail;
+    // `DETAIL` and `SHADOW` replies are off the common path.
+    let special = parsed.opts.detail | parsed.opts.shadow;
     let reply = call.reply;
+    let count = Count::of(granted, req.shadow);
     finish(
         ctx,
         tail,
         eval,
         &mut [Touched::new(key, key_name, fate)],
         propagate,
-        granted,
+        count,
         |ctx| {
-            if detail {
-                reply_detail::<A>(
+            if special {
+                reply_special::<A>(
                     ctx,
                     bytes,
                     parsed.params,
-                    req.cost,
-                    &outcome.verdict,
-                    outcome.reason,
+                    &req,
+                    (&outcome.verdict, outcome.reason),
+                    parsed.opts.detail,
                     (call.name, call.policy),
+                    reply,
                 );
             } else {
                 reply(ctx, &d, &outcome.verdict);
             }
         },
     )?;
-    Ok(Ran {
-        granted,
-        decision: d,
-    })
+    Ok(Ran { count, decision: d })
+}
+
+/// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose
+/// enforced reply is `verdict` for `reason`: the detailed reply, or the call let through
+/// ([`Request::reply`]).
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn reply_special<A: Stored>(
+    ctx: &Context,
+    bytes: &[&[u8]],
+    params: &A::Params,
+    req: &Request,
+    (verdict, reason): (&Verdict, Reason),
+    detail: bool,
+    named: (Option<&[u8]>, Option<&[u8]>),
+    plain: impl FnOnce(&Context, &Decision, &Verdict),
+) {
+    if detail {
+        reply_detail::<A>(
+            ctx, bytes, params, req.cost, verdict, reason, req.shadow, named,
+        );
+    } else {
+        let reply = req.reply(*verdict, reason).0;
+        plain(ctx, &Decision::from(reply), &reply);
+    }
 }

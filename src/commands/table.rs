@@ -24,7 +24,7 @@ use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
     Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy,
-    policy_state, refund, restore, stream_count, throttle,
+    policy_state, refund, restore, settle, stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -96,7 +96,7 @@ macro_rules! rows {
 crate::core::kind::each!(
     rows,
     // Each line: position => name, handler, flags, key spec (`docs::Keys`), ACL categories, docs,
-    // INFO counters. RL.RELEASE, RL.REFUND and RL.UNBLOCK only free or give back: not deny-oom,
+    // INFO counters. RL.RELEASE, RL.REFUND, RL.SETTLE and RL.UNBLOCK only free or give back: not deny-oom,
     // so they run under maxmemory too. RL._RESTORE and RL._SET write raw state, for replication
     // and the AOF, never for applications: @admin @dangerous only (SPEC "ACL").
     // position   name                              handler                             flags                          keys       ACL                 docs                             INFO counters
@@ -109,6 +109,7 @@ crate::core::kind::each!(
     Check =>       c"rl.check",                      check::Check,                       c"readonly fast",              Read,      c"read fast",       &check::DOC,                     Some("rl_check");
     CheckAll =>    c"rl.checkall",                   checkall::CheckAll,                 c"readonly getkeys-api",       ReadNumkeys, c"read fast",     &checkall::DOC,                  Some("rl_checkall");
     Release =>     c"rl.release",                    concurrency::ReleaseCommand,        c"write fast",                 Update,    c"write fast",      &concurrency::RELEASE_DOC,       Some("rl_release");
+    Settle =>      c"rl.settle",                     settle::Settle,                     c"write getkeys-api",          Numkeys,   c"write",           &settle::DOC,                    Some("rl_settle");
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
     Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;
@@ -156,11 +157,11 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 }
 
 /// `INFO ratelimit`: one line per counted command, in table order,
-/// `ratelimit_<command>:calls=..,granted=..,denied=..`, the command's name with `_` for `.`
-/// (`ratelimit_rl_gcra`); then the named policies (`ratelimit_policies:<count>`,
-/// `ratelimit_policies_checksum:<hex>`, `ratelimit_policy_<name>_calls:<n>` and the other
-/// counters of `core::policy::STAT_NAMES`); then
-/// `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..` for
+/// `ratelimit_<command>:calls=..,granted=..,denied=..,shadow_denied=..`, the command's name
+/// with `_` for `.` (`ratelimit_rl_gcra`); then the named policies
+/// (`ratelimit_policies:<count>`, `ratelimit_policies_checksum:<hex>`,
+/// `ratelimit_policy_<name>_calls:<n>` and the other counters of `core::policy::STAT_NAMES`);
+/// then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..` for
 /// `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
@@ -173,6 +174,7 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .field("calls", count(&s.calls))?
             .field("granted", count(&s.granted))?
             .field("denied", count(&s.denied))?
+            .field("shadow_denied", count(&s.shadow_denied))?
             .build_dictionary()?;
     }
     let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);

@@ -18,7 +18,7 @@ use crate::ffi;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::{Holding, LimiterKey};
 use crate::ffi::notify::notify;
-use crate::stats::CommandStats;
+use crate::stats::{CommandStats, Count};
 
 /// What a command did to one of its keys.
 #[derive(Debug)]
@@ -171,7 +171,8 @@ impl<'a> Touched<'a> {
 /// ([`Evaluation::expiry`]: kept longer for a call behind the clock) or deleted, and closed;
 /// then, if any was written, the call propagated as `propagate` says (followed by the expiry of
 /// each key kept longer than its state implies) and the event fired on each written key; the
-/// call counted (`granted`: in the granted column), and `reply` sent.
+/// call counted (`count`: a `bool` for granted or denied, or [`Count::of`] for a `SHADOW`
+/// call), and `reply` sent.
 ///
 /// # Errors
 /// [`RlError::WrongType`] if Redis refused a new value (it does not for a key opened for
@@ -183,7 +184,7 @@ pub fn finish(
     eval: Evaluation,
     keys: &mut [Touched<'_>],
     propagate: Propagate<'_>,
-    granted: bool,
+    count: impl Into<Count>,
     reply: impl FnOnce(&Context),
 ) -> Result<(), RlError> {
     let mut wrote = false;
@@ -211,7 +212,7 @@ pub fn finish(
             notify(ctx, tail.event, k.name);
         }
     }
-    tail.stats.record(granted);
+    tail.stats.record(count);
     reply(ctx);
     Ok(())
 }

@@ -39,7 +39,7 @@ use crate::ffi::command::{Arg, Argv, with_argv, with_argv_skipping};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
 use crate::ffi::wait::{self as block, Blocked, BlockedId, WaitHooks};
-use crate::stats::{self, CommandStats};
+use crate::stats::{self, CommandStats, Count};
 
 /// RL.ACQUIRE's name, for its errors.
 const NAME: &str = <Concurrency as Stored>::KIND.command();
@@ -220,8 +220,23 @@ pub fn acquire(
     let mut d = Decision::from(outcome.verdict);
     let yielded = deny_yielded(&mut d, yields, req.cost);
     let denied = d.granted == 0 && req.cost > 0;
+    // What enforcement replies (a new lease yielding to the waiters is denied at the limit).
+    let (enforced, reason) = if yielded {
+        let v = Verdict {
+            granted: 0,
+            ..outcome.verdict
+        };
+        (v, Reason::Limit)
+    } else {
+        (outcome.verdict, outcome.reason)
+    };
+    // `SHADOW` never waits: a lease that does not fit is let through at once, taking nothing.
+    if req.shadow {
+        d = Decision::from(req.reply(enforced, reason).0);
+    }
     if let Some(w) = wait
         && denied
+        && !req.shadow
         && outcome.verdict.retry != Retry::Never
     {
         // Nothing was written (a denied or judged-only call writes nothing).
@@ -264,26 +279,17 @@ pub fn acquire(
                 at_index: parsed.opts.at_index,
                 now,
             },
-            granted,
+            Count::of(granted, req.shadow),
             |ctx| {
                 if detail {
-                    // A new lease yielding to the waiters is denied at the limit.
-                    let (verdict, reason) = if yielded {
-                        let v = Verdict {
-                            granted: 0,
-                            ..outcome.verdict
-                        };
-                        (v, Reason::Limit)
-                    } else {
-                        (outcome.verdict, outcome.reason)
-                    };
                     reply_detail::<Concurrency>(
                         ctx,
                         bytes,
                         &parsed.params,
                         req.cost,
-                        &verdict,
+                        &enforced,
                         reason,
+                        req.shadow,
                         (None, None),
                     );
                 } else {

@@ -18,6 +18,11 @@
 //! granted call replicates its new value (`RL._SET`) with a copy instead of an encoding. It is
 //! read everywhere; RDB and AOF rewrite still write versions 1 and 2.
 //!
+//! Version 4 is version 2 with reservations (`HOLD ttl`): after each id's expiry, the end of
+//! its reservation (µs, 0 for an id without `HOLD`) and, for a reservation, the units charged
+//! for it (`core::dedup::Entry::charged`). It is written only for a value holding a
+//! reservation, so every value without one is written as before, byte for byte.
+//!
 //! Decoding validates everything and never panics: a truncated, oversized or unknown payload is
 //! `None`, and so is a value the module could not have written (`LimiterState::is_valid`: times
 //! and counts outside the ranges the algorithms' arithmetic assumes), so that every command and
@@ -41,6 +46,9 @@ pub const CODEC_VERSION_1: u8 = 1;
 
 /// Version byte of a schedule's fixed-width form.
 pub const CODEC_FIXED: u8 = 3;
+
+/// Version byte of the layout with reservations (`HOLD`).
+pub const CODEC_HOLD: u8 = 4;
 
 /// Bytes of a schedule's fixed-width words.
 pub const FIXED_LEN: usize = 30;
@@ -136,10 +144,16 @@ pub fn encode(state: &LimiterState) -> Vec<u8> {
 
 /// Append the encoding of a whole limiter value to `out`.
 pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
-    let v2 = state.algo.is_none()
+    let v4 = state.extras.iter().any(|e| e.hold_end != 0);
+    let v2 = v4
+        || state.algo.is_none()
         || state.extras.block_until() != 0
         || state.extras.iter().any(|e| e.settled);
-    out.push(if v2 { CODEC_VERSION } else { CODEC_VERSION_1 });
+    out.push(match (v4, v2) {
+        (true, _) => CODEC_HOLD,
+        (false, true) => CODEC_VERSION,
+        (false, false) => CODEC_VERSION_1,
+    });
     out.push(state.kind().map_or(0, |k| k as u8));
     put_u64(out, state.last_update);
     state.encode_algo(out);
@@ -156,6 +170,12 @@ pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
             put_u64(out, e.granted);
         }
         put_u64(out, e.until);
+        if v4 {
+            put_u64(out, e.hold_end);
+            if e.hold_end != 0 {
+                put_u64(out, e.charged);
+            }
+        }
     }
 }
 
@@ -165,9 +185,10 @@ const MIN_ENTRY_LEN: usize = 18;
 /// Decode a whole limiter value; `None` if it is not exactly a valid payload.
 pub fn decode(input: &[u8]) -> Option<LimiterState> {
     let mut r = Reader::new(input);
-    let v2 = match r.byte()? {
-        CODEC_VERSION_1 => false,
-        CODEC_VERSION => true,
+    let (v2, v4) = match r.byte()? {
+        CODEC_VERSION_1 => (false, false),
+        CODEC_VERSION => (true, false),
+        CODEC_HOLD => (true, true),
         CODEC_FIXED => return decode_fixed(input),
         _ => return None,
     };
@@ -196,14 +217,19 @@ pub fn decode(input: &[u8]) -> Option<LimiterState> {
             (word, false)
         };
         let until = r.u64()?;
+        let hold_end = if v4 { r.u64()? } else { 0 };
+        let charged = if hold_end != 0 { r.u64()? } else { 0 };
         entries.push(Entry {
-            id: DedupId(id),
-            granted,
-            until,
-            settled,
+            hold_end,
+            charged,
+            ..Entry::plain(DedupId(id), granted, until, settled)
         });
     }
     if r.remaining() != 0 {
+        return None;
+    }
+    // A version 4 payload holds a reservation (one encoding per value).
+    if v4 && entries.iter().all(|e| e.hold_end == 0) {
         return None;
     }
     // A key of only a block has one; a version 2 payload always uses what version 1 lacks.
@@ -312,6 +338,90 @@ pub(crate) mod tests {
         );
     }
 
+    #[test]
+    fn payloads_written_before_reservations_still_load() {
+        // RL._RESTORE payloads of an AOF rewrite by the module as it was before `HOLD`
+        // (versions 1 and 2), each key written at 1800000000000 ms: a GCRA with a settled id
+        // and a block, a sliding log, a sliding counter, a calendar FIXED, a leaky bucket, a
+        // block alone. Each loads, holds no reservation, and is written back byte for byte.
+        let t = 1_800_000_000_000_000;
+        #[rustfmt::skip]
+        let payloads: [&[u8]; 6] = [
+            &[2, 1, 128, 128, 226, 196, 242, 162, 153, 3, 10, 3, 192, 132, 61, 192, 132, 227, 206, 215, 232, 203, 9, 192, 150, 147, 199, 242, 162, 153, 3, 1, 100, 137, 74, 78, 112, 43, 145, 120, 175, 140, 26, 111, 105, 203, 40, 210, 5, 192, 132, 159, 197, 242, 162, 153, 3],
+            &[1, 5, 160, 156, 227, 196, 242, 162, 153, 3, 100, 128, 142, 206, 28, 232, 7, 2, 128, 192, 226, 133, 227, 104, 41, 3, 1, 21, 141, 74, 78, 112, 43, 145, 120, 175, 140, 26, 114, 105, 203, 40, 210, 1, 128, 142, 176, 225, 242, 162, 153, 3],
+            &[1, 6, 128, 128, 226, 196, 242, 162, 153, 3, 10, 128, 142, 206, 28, 128, 128, 226, 196, 242, 162, 153, 3, 0, 1, 1, 179, 133, 74, 78, 112, 43, 145, 120, 175, 140, 26, 108, 105, 203, 40, 210, 1, 128, 142, 176, 225, 242, 162, 153, 3],
+            &[1, 4, 128, 128, 226, 196, 242, 162, 153, 3, 10, 0, 139, 1, 12, 69, 117, 114, 111, 112, 101, 47, 80, 97, 114, 105, 115, 128, 192, 210, 232, 249, 77, 128, 184, 212, 197, 217, 204, 153, 3, 1, 1, 218, 139, 74, 78, 112, 43, 145, 120, 175, 140, 26, 113, 105, 203, 40, 210, 1, 128, 184, 212, 197, 217, 204, 153, 3],
+            &[1, 3, 128, 128, 226, 196, 242, 162, 153, 3, 10, 3, 192, 132, 61, 192, 132, 227, 206, 215, 232, 203, 9, 1, 120, 132, 74, 78, 112, 43, 145, 120, 175, 140, 26, 107, 105, 203, 40, 210, 1, 192, 132, 159, 197, 242, 162, 153, 3],
+            &[2, 0, 128, 128, 226, 196, 242, 162, 153, 3, 128, 137, 220, 197, 242, 162, 153, 3, 0],
+        ];
+        let kinds = [
+            Some(Kind::Gcra),
+            Some(Kind::Sliding),
+            Some(Kind::SlidingCounter),
+            Some(Kind::Fixed),
+            Some(Kind::LeakyBucket),
+            None,
+        ];
+        for (bytes, kind) in payloads.iter().zip(kinds) {
+            let state = decode(bytes).unwrap_or_else(|| panic!("{kind:?} loads"));
+            assert_eq!(state.kind(), kind);
+            assert!(state.last_update >= t && state.last_update < t + 1_000_000);
+            assert!(
+                state
+                    .extras
+                    .iter()
+                    .all(|e| e.hold_end == 0 && e.charged == 0)
+            );
+            assert_eq!(encode(&state), bytes.to_vec(), "{kind:?} written as before");
+        }
+        // The GCRA's id was settled by a refund, and the key blocked for 5 s.
+        let gcra = decode(payloads[0]).unwrap();
+        assert_eq!(
+            gcra.extras.iter().map(|e| e.settled).collect::<Vec<_>>(),
+            [true]
+        );
+        assert_eq!(gcra.extras.block_until(), t + 5_000_000);
+    }
+
+    #[test]
+    fn reservations_are_written_as_version_4_and_only_then() {
+        let mut state = gcra_state();
+        let v1 = encode(&state);
+        assert_eq!(v1[0], CODEC_VERSION_1);
+        state.extras.remember_hold(
+            DedupId(9),
+            4,
+            1_700_000_001_000_000,
+            1_700_000_002_000_000,
+            10,
+        );
+        let v4 = encode(&state);
+        assert_eq!(v4[0], CODEC_HOLD);
+        assert_eq!(decode(&v4), Some(state.clone()));
+        // Settled with 6 units (2 into debt): still a reservation's entry, still version 4.
+        state.extras.settle(DedupId(9), 1_700_000_000_000_000, 6);
+        let settled = encode(&state);
+        assert_eq!(settled[0], CODEC_HOLD);
+        let back = decode(&settled).unwrap();
+        assert_eq!(back, state);
+        let e = back
+            .extras
+            .iter()
+            .find(|e| e.id == DedupId(9))
+            .copied()
+            .unwrap();
+        assert_eq!((e.granted, e.charged, e.settled), (4, 6, true));
+        // Version 4 without a reservation is not a payload the module writes.
+        let mut no_hold = encode(&gcra_state());
+        no_hold[0] = CODEC_HOLD;
+        assert_eq!(decode(&no_hold), None);
+        // A reservation ending past what its last update allows is refused.
+        let mut far = gcra_state();
+        far.extras
+            .remember_hold(DedupId(9), 4, 0, far.last_update + MAX_SPAN + 1, 10);
+        assert_eq!(decode(&encode(&far)), None);
+    }
+
     /// A number small or up to the largest parameter.
     fn arb_number(small: u64) -> impl Strategy<Value = u64> {
         prop_oneof![1..small, 1..=MAX_PARAM]
@@ -327,7 +437,10 @@ pub(crate) mod tests {
             any::<u64>(),
             0u64..10_000_000,
         );
-        let entry = (any::<u128>(), any::<u64>(), any::<u64>());
+        // An id, its grant and expiry, and maybe a reservation: its end, and whether it was
+        // settled (with how many units).
+        let hold = prop::option::of((any::<u64>(), any::<bool>(), any::<u64>()));
+        let entry = (any::<u128>(), any::<u64>(), any::<u64>(), hold);
         // The last update is the latest call's time: at or after the one that wrote the state.
         let ahead = prop_oneof![Just(0u64), 0u64..10_000_000, any::<u64>()];
         (
@@ -357,10 +470,21 @@ pub(crate) mod tests {
                     let mut s = LimiterState::new(algo, last);
                     // Ids remembered by calls up to `last`: for at most MAX_SPAN, of at most
                     // MAX_PARAM units.
-                    for (id, granted, until) in entries {
-                        let until = until % last.saturating_add(MAX_SPAN).saturating_add(1);
-                        s.extras
-                            .remember(DedupId(id), granted % (MAX_PARAM + 1), until, 10);
+                    let latest = last.saturating_add(MAX_SPAN);
+                    for (id, granted, until, hold) in entries {
+                        let until = until % latest.saturating_add(1);
+                        let granted = granted % (MAX_PARAM + 1);
+                        match hold {
+                            None => s.extras.remember(DedupId(id), granted, until, 10),
+                            Some((end, settled, charged)) => {
+                                let end = 1 + end % latest;
+                                s.extras.remember_hold(DedupId(id), granted, until, end, 10);
+                                if settled {
+                                    let charged = charged % (MAX_PARAM + 1);
+                                    s.extras.settle(DedupId(id), 0, charged);
+                                }
+                            }
+                        }
                     }
                     Some(s)
                 },

@@ -35,8 +35,34 @@ pub struct Entry {
     pub granted: u64,
     /// Forgotten at this time (Unix µs).
     pub until: Micros,
-    /// An `RL.REFUND ... DEDUP id` has settled it: a later refund with the id gives nothing.
+    /// An `RL.REFUND ... DEDUP id` or an `RL.SETTLE` has settled it (or its reservation has
+    /// ended and given its units back): a later refund or settle with the id gives nothing.
     pub settled: bool,
+    /// `HOLD ttl`: the end of the reservation (Unix µs; the call's time plus `ttl`), 0 for an id
+    /// remembered without `HOLD`. An unsettled reservation is live while the time is before it.
+    pub hold_end: Micros,
+    /// A reservation's units charged for the id: `granted` until it is settled, then the units
+    /// it was settled with (0 when it ended unsettled). 0 for an id without `HOLD`.
+    pub charged: u64,
+}
+
+impl Entry {
+    /// An id remembered with its grant, without `HOLD`.
+    pub fn plain(id: DedupId, granted: u64, until: Micros, settled: bool) -> Self {
+        Entry {
+            id,
+            granted,
+            until,
+            settled,
+            hold_end: 0,
+            charged: 0,
+        }
+    }
+
+    /// Whether this is a reservation (`HOLD`) not settled yet, whatever the time.
+    pub fn pending(&self) -> bool {
+        self.hold_end != 0 && !self.settled
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,13 @@
 //!
 //! Block: the key is blocked while `now < until`. A block that has ended is dropped by the
 //! key's next write.
+//!
+//! Reservations (`HOLD ttl`): an id remembered with the end of its reservation
+//! ([`Entry::hold_end`]). A reservation not settled is *pending*: it is never forgotten nor
+//! pushed out by newer ids (a new reservation on a key full of pending ones is refused,
+//! [`Extras::can_hold`]) until the key's next write at or after its end gives its units back
+//! (`LimiterState::catch_up`). The earliest pending end is kept next to the ids, so a key with
+//! ids but no reservation due pays one comparison for them.
 
 use std::collections::VecDeque;
 
@@ -20,6 +27,22 @@ struct Inner {
     ids: VecDeque<Entry>,
     /// Blocked until this time (Unix µs); 0 when not blocked.
     block_until: Micros,
+    /// The earliest end of a pending reservation (Unix µs); 0 when none. Derived from `ids`
+    /// ([`Inner::refresh`]), never stored.
+    next_hold_end: Micros,
+}
+
+impl Inner {
+    /// Recompute what is derived from the ids.
+    fn refresh(&mut self) {
+        self.next_hold_end = self
+            .ids
+            .iter()
+            .filter(|e| e.pending())
+            .map(|e| e.hold_end)
+            .min()
+            .unwrap_or(0);
+    }
 }
 
 /// A key's remembered ids and block. Empty costs one pointer.
@@ -29,10 +52,13 @@ pub struct Extras(Option<Box<Inner>>);
 impl Extras {
     /// Rebuild from decoded parts (ids oldest first; `block_until` 0 for none).
     pub fn from_parts(entries: Vec<Entry>, block_until: Micros) -> Self {
-        let mut e = Extras(Some(Box::new(Inner {
+        let mut inner = Inner {
             ids: entries.into(),
             block_until,
-        })));
+            next_hold_end: 0,
+        };
+        inner.refresh();
+        let mut e = Extras(Some(Box::new(inner)));
         e.tidy();
         e
     }
@@ -64,19 +90,25 @@ impl Extras {
         self.iter().find(|e| e.id == id && e.until > now)
     }
 
-    /// Mark `id` (remembered at `now`) as settled by a refund.
-    pub fn settle(&mut self, id: DedupId, now: Micros) {
-        if let Some(inner) = self.0.as_mut()
-            && let Some(e) = inner.ids.iter_mut().find(|e| e.id == id && e.until > now)
-        {
-            e.settled = true;
+    /// Mark `id` (remembered at `now`) as settled by a refund or a settle, `charged` units
+    /// staying charged for it (a reservation's; an id without `HOLD` keeps 0).
+    pub fn settle(&mut self, id: DedupId, now: Micros, charged: u64) {
+        if let Some(inner) = self.0.as_mut() {
+            if let Some(e) = inner.ids.iter_mut().find(|e| e.id == id && e.until > now) {
+                e.settled = true;
+                if e.hold_end != 0 {
+                    e.charged = charged;
+                }
+            }
+            inner.refresh();
         }
     }
 
-    /// Drop the ids forgotten by `now`, and a block that has ended by then.
+    /// Drop the ids forgotten by `now` (never a pending reservation), and a block that has
+    /// ended by then.
     pub fn forget_expired(&mut self, now: Micros) {
         if let Some(inner) = self.0.as_mut() {
-            inner.ids.retain(|e| e.until > now);
+            inner.ids.retain(|e| e.until > now || e.pending());
             if inner.block_until <= now {
                 inner.block_until = 0;
             }
@@ -84,26 +116,110 @@ impl Extras {
         self.tidy();
     }
 
-    /// Remember `id`, forgetting the oldest ids past `max`.
+    /// Remember `id`, forgetting the oldest ids past `max` (never a pending reservation: when
+    /// only those are left, `id` is not remembered).
     pub fn remember(&mut self, id: DedupId, granted: u64, until: Micros, max: usize) {
-        if max == 0 {
-            return;
-        }
-        let ids = &mut self.inner_mut().ids;
-        while ids.len() >= max {
-            ids.pop_front();
-        }
-        ids.push_back(Entry {
-            id,
-            granted,
-            until,
-            settled: false,
-        });
+        self.push(Entry::plain(id, granted, until, false), max);
     }
 
-    /// The latest time an id is remembered until (0 when none).
+    /// Remember `id` as a reservation of `granted` units ending at `hold_end` (and remembered
+    /// until `until`), as [`Self::remember`]; whether it is ([`Self::can_hold`]).
+    pub fn remember_hold(
+        &mut self,
+        id: DedupId,
+        granted: u64,
+        until: Micros,
+        hold_end: Micros,
+        max: usize,
+    ) -> bool {
+        let entry = Entry {
+            id,
+            granted,
+            until: until.max(hold_end),
+            settled: false,
+            hold_end,
+            charged: granted,
+        };
+        self.push(entry, max)
+    }
+
+    /// Whether one more id can be remembered under `max` ids per key: there is room, or an id
+    /// that is no pending reservation to forget.
+    pub fn can_hold(&self, max: usize) -> bool {
+        max > 0 && (self.len() < max || self.iter().any(|e| !e.pending()))
+    }
+
+    fn push(&mut self, entry: Entry, max: usize) -> bool {
+        if !self.can_hold(max) {
+            return false;
+        }
+        let inner = self.inner_mut();
+        while inner.ids.len() >= max {
+            match inner.ids.iter().position(|e| !e.pending()) {
+                Some(i) => {
+                    inner.ids.remove(i);
+                }
+                None => break,
+            }
+        }
+        // Only ids that are no pending reservation were forgotten: the earliest pending end
+        // changes only by the new entry's (no scan of the ids on a plain `DEDUP` call).
+        if entry.pending() {
+            inner.next_hold_end = match inner.next_hold_end {
+                0 => entry.hold_end,
+                next => next.min(entry.hold_end),
+            };
+        }
+        inner.ids.push_back(entry);
+        true
+    }
+
+    // --- Reservations ---
+
+    /// Whether a pending reservation has ended by `now` (one comparison; a null check for a
+    /// key without ids and block).
+    #[inline(always)]
+    pub fn hold_due(&self, now: Micros) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|i| i.next_hold_end != 0 && i.next_hold_end <= now)
+    }
+
+    /// The pending reservations ended by `now`, in order of their end (then of their id's
+    /// age): each one's end, units held and position.
+    pub fn due(&self, now: Micros) -> Vec<(Micros, u64, usize)> {
+        let mut due: Vec<(Micros, u64, usize)> = self
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.pending() && e.hold_end <= now)
+            .map(|(i, e)| (e.hold_end, e.granted, i))
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// Mark the reservation at position `index` as ended unsettled: settled with 0.
+    pub fn end_hold(&mut self, index: usize) {
+        if let Some(inner) = self.0.as_mut() {
+            if let Some(e) = inner.ids.get_mut(index) {
+                e.settled = true;
+                e.charged = 0;
+            }
+            inner.refresh();
+        }
+    }
+
+    /// Number of pending reservations.
+    pub fn pending(&self) -> usize {
+        self.iter().filter(|e| e.pending()).count()
+    }
+
+    /// The latest time an id is remembered until, or a reservation ends (0 when none).
     pub fn latest_expiry(&self) -> Micros {
-        self.iter().map(|e| e.until).max().unwrap_or(0)
+        self.iter()
+            .map(|e| e.until.max(e.hold_end))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The entries, oldest first.
@@ -151,14 +267,18 @@ impl Extras {
     }
 
     /// Whether the ids and the block could have been written by `last_update`: each id
-    /// remembered and the block kept at most [`MAX_SPAN`] after a call, and a grant at most
-    /// [`MAX_PARAM`] units.
+    /// remembered, each reservation held and the block kept at most [`MAX_SPAN`] after a call,
+    /// and a grant or a reservation's charge at most [`MAX_PARAM`] units.
     pub fn valid_at(&self, last_update: Micros) -> bool {
         let latest = last_update.saturating_add(MAX_SPAN);
         self.block_until() <= latest
-            && self
-                .iter()
-                .all(|e| e.until <= latest && e.granted <= MAX_PARAM)
+            && self.iter().all(|e| {
+                e.until <= latest
+                    && e.granted <= MAX_PARAM
+                    && e.hold_end <= latest
+                    && e.charged <= MAX_PARAM
+                    && (e.hold_end != 0 || e.charged == 0)
+            })
     }
 
     /// Heap bytes held.
@@ -193,6 +313,39 @@ mod tests {
     }
 
     #[test]
+    fn reservations_are_due_by_their_end_and_never_pushed_out() {
+        let naive = |e: &Extras, t: Micros| e.iter().any(|x| x.pending() && x.hold_end <= t);
+        let mut e = Extras::default();
+        let mut seed = 7u64;
+        for step in 0..400u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = DedupId(u128::from(seed >> 60));
+            match seed % 5 {
+                0 | 1 => e.remember(id, 1, 100 + step, 6),
+                2 => {
+                    if e.can_hold(6) {
+                        assert!(e.remember_hold(id, 2, 50, 10 + (seed >> 32) % 300, 6));
+                    } else {
+                        assert!(!e.remember_hold(id, 2, 50, 10, 6));
+                        assert_eq!(e.pending(), 6);
+                    }
+                }
+                3 => e.settle(id, step, 1),
+                _ => e.forget_expired(step),
+            }
+            if let Some(&(_, _, i)) = e.due(step).first() {
+                e.end_hold(i);
+            }
+            assert!(e.len() <= 6);
+            for t in [0, step, step + 100, 1000] {
+                assert_eq!(e.hold_due(t), naive(&e, t), "step {step}, t {t}");
+            }
+        }
+    }
+
+    #[test]
     fn block_is_kept_with_or_without_ids_and_dropped_when_over() {
         let mut e = Extras::default();
         assert_eq!(e.blocked_at(0), None);
@@ -203,7 +356,7 @@ mod tests {
             (50, Some(50), None)
         );
         e.remember(DedupId(1), 2, 100, 10);
-        e.settle(DedupId(1), 10);
+        e.settle(DedupId(1), 10, 0);
         assert!(e.entry(DedupId(1), 10).is_some_and(|x| x.settled));
         e.forget_expired(60);
         assert_eq!((e.block_until(), e.len()), (0, 1));

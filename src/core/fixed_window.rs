@@ -16,6 +16,11 @@
 //!   window ends); a new window length or offset starts a fresh window.
 //! - Window ends past `u64::MAX` µs (beyond year 584000) saturate; the count then stays in its
 //!   window until that instant.
+//! - Debt (RL.SETTLE above a reservation): the current window's count goes above the limit
+//!   (at most [`MAX_PARAM`] in all). Every call is denied, `retry_after` the window's end, where
+//!   the next window starts fresh and the debt is gone with the count. A reservation settled or
+//!   given back in a later window than its own gives nothing back: its window's count no longer
+//!   counts.
 //!
 //! Calendar windows (`day`, `week`, `month`, `quarter`, `year` in a time zone, `core::calendar`)
 //! are computed when a window begins and kept in the state (its end, and its length in the

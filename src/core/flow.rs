@@ -16,7 +16,13 @@
 //! every key as it was. The amount settled is a parameter of each key, not the call's `COST`.
 //! RL.REFUND ([`judge_refund`], [`settle_refund`]), RL.BLOCK ([`block`]) and RL.UNBLOCK
 //! ([`unblock`]) are the same for every algorithm too, and also judge before they change
-//! anything.
+//! anything; so is RL.SETTLE (`core::settle`).
+//!
+//! `HOLD ttl` ([`Remember`]): a grant's `DEDUP` id is remembered as a reservation. A key with a
+//! reservation ended unsettled is run on a copy that gave its units back at its end
+//! (`LimiterState::catch_up`); the copy becomes the key's value only when the call writes it
+//! ([`apply`], `core::multi` alike), so reads change nothing and every write applies the same
+//! give-back at the same time on a master, its replicas and the AOF.
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
@@ -262,6 +268,39 @@ pub fn evaluate<A: Algorithm>(
     }
 }
 
+/// What a write remembers of the call: its `DEDUP` id and, with `HOLD ttl`, the reservation's
+/// `ttl` (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Remember {
+    pub id: Option<DedupId>,
+    pub hold: Option<Micros>,
+}
+
+impl Remember {
+    /// The call's id and hold.
+    pub fn of(req: &Request) -> Self {
+        Remember {
+            id: req.dedup,
+            hold: req.hold,
+        }
+    }
+}
+
+/// The error of a `HOLD` on a key whose every remembered id is a pending reservation, at
+/// `ratelimit.dedup-max` ids.
+pub const TOO_MANY_HOLDS: &str =
+    "too many reservations held on the key (ratelimit.dedup-max), settle some first";
+
+/// Whether a call granted on the key (`None`: missing) can hold its grant under its id: the
+/// call takes no `HOLD`, or there is room for the id ([`Extras::can_hold`]).
+///
+/// [`Extras::can_hold`]: crate::core::extras::Extras::can_hold
+pub fn can_hold(state: Option<&LimiterState>, remember: Remember, dedup_max: usize) -> bool {
+    remember.hold.is_none()
+        || remember.id.is_none()
+        || state.map_or(dedup_max > 0, |s| s.extras.can_hold(dedup_max))
+}
+
 /// Carry out `action` on a key judged at `now` ([`Judged::now`]) under `params`, creating its
 /// value if it is missing. The key's new expiry when it was written, `None` when nothing changed.
 ///
@@ -274,16 +313,16 @@ pub fn settle<A: Stored>(
     params: &A::Params,
     now: Micros,
     action: Settle,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Option<Micros>, CoreError> {
     match action {
         Settle::Keep => Ok(None),
         Settle::Charge(granted) => {
-            commit::<A>(slot, params, now, granted, dedup, dedup_max).map(Some)
+            commit::<A>(slot, params, now, granted, remember, dedup_max).map(Some)
         }
         Settle::Reserve(granted, at) => {
-            commit_reserved::<A>(slot, params, now, at, granted, dedup, dedup_max).map(Some)
+            commit_reserved::<A>(slot, params, now, at, granted, remember, dedup_max).map(Some)
         }
         Settle::Block(until) => place_block::<A>(slot, params, now, until).map(Some),
     }
@@ -327,14 +366,14 @@ pub fn commit<A: Stored>(
     params: &A::Params,
     now: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Micros, CoreError> {
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit(params, now, granted)?;
     let until = algo.remember_until(params, now);
-    Ok(record(state, now, until, granted, dedup, dedup_max))
+    Ok(record(state, now, until, granted, remember, dedup_max))
 }
 
 /// `DELAY`: [`commit`] `granted` units reserved at `now` for the later time `at`
@@ -351,31 +390,41 @@ pub fn commit_reserved<A: Stored>(
     now: Micros,
     at: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Result<Micros, CoreError> {
     let state = slot_state::<A>(slot, params, now);
     let algo = algo_mut::<A>(state, params)?;
     algo.commit_reserved(params, now, at, granted)?;
     let until = algo.remember_until(params, now);
-    Ok(record(state, now, until, granted, dedup, dedup_max))
+    Ok(record(state, now, until, granted, remember, dedup_max))
 }
 
 /// Record a grant of `granted` units at `now` on the key: its update, and the `DEDUP` id,
-/// remembered until `until` ([`Algorithm::remember_until`]). Returns the key's new expiry.
+/// remembered until `until` ([`Algorithm::remember_until`]), with `HOLD ttl` as a reservation
+/// until `now + ttl` (and remembered at least as long). Returns the key's new expiry.
 #[inline(always)]
 fn record(
     state: &mut LimiterState,
     now: Micros,
     until: Micros,
     granted: u64,
-    dedup: Option<DedupId>,
+    remember: Remember,
     dedup_max: usize,
 ) -> Micros {
     state.touch(now);
-    // An id remembered until a time already passed is not remembered.
-    if let Some(id) = dedup.filter(|_| until > now) {
-        state.extras.remember(id, granted, until, dedup_max);
+    if let Some(id) = remember.id {
+        match remember.hold {
+            Some(ttl) => {
+                let end = now.saturating_add(ttl);
+                state
+                    .extras
+                    .remember_hold(id, granted, until, end, dedup_max);
+            }
+            // An id remembered until a time already passed is not remembered.
+            None if until > now => state.extras.remember(id, granted, until, dedup_max),
+            None => {}
+        }
     }
     state.expiry(now)
 }
@@ -545,6 +594,11 @@ pub fn apply<A: Stored>(
     req: &Request,
     dedup_max: usize,
 ) -> Result<Outcome, CoreError> {
+    if let Some(s) = existing.as_deref()
+        && s.extras.hold_due(s.clock(req.now))
+    {
+        return apply_caught_up::<A>(existing, params, req, dedup_max);
+    }
     let mut j = judge::<A>(
         existing.as_deref(),
         params,
@@ -557,6 +611,11 @@ pub fn apply<A: Stored>(
         j = delayed::<A>(existing.as_deref(), params, j, d)?;
     }
     let action = j.decide(req);
+    if matches!(action, Settle::Charge(_) | Settle::Reserve(..))
+        && !can_hold(existing.as_deref(), Remember::of(req), dedup_max)
+    {
+        return Err(CoreError::Refused(TOO_MANY_HOLDS));
+    }
     // The reply on the key once `BLOCK d` blocked it, judged before the block is placed: a call
     // that cannot be answered changes nothing.
     let verdict = match action {
@@ -570,7 +629,14 @@ pub fn apply<A: Stored>(
         Some(s) => Slot::Existing(s),
         None => Slot::New(None),
     };
-    let written = settle::<A>(&mut slot, params, j.now, action, req.dedup, dedup_max)?;
+    let written = settle::<A>(
+        &mut slot,
+        params,
+        j.now,
+        action,
+        Remember::of(req),
+        dedup_max,
+    )?;
     Ok(Outcome {
         verdict,
         write: Write::of(slot, written.is_some()),
@@ -578,6 +644,30 @@ pub fn apply<A: Stored>(
         blocked: j.blocked.is_some() || matches!(action, Settle::Block(_)),
         reason: j.reason(),
     })
+}
+
+/// [`apply`] on a key with reservations ended unsettled: the call runs on a copy that has given
+/// their units back ([`LimiterState::catch_up`]), which becomes the key's value only when the
+/// call writes it (a read, a `PEEK` or a denial leaves the value as it was: the next write
+/// gives them back at the same time, on the master and on its replicas alike).
+#[cold]
+#[inline(never)]
+fn apply_caught_up<A: Stored>(
+    existing: Option<&mut LimiterState>,
+    params: &A::Params,
+    req: &Request,
+    dedup_max: usize,
+) -> Result<Outcome, CoreError> {
+    let Some(state) = existing else {
+        return apply::<A>(None, params, req, dedup_max);
+    };
+    let mut copy = state.clone();
+    copy.catch_up(state.clock(req.now))?;
+    let outcome = apply::<A>(Some(&mut copy), params, req, dedup_max)?;
+    if matches!(outcome.write, Write::Updated) {
+        *state = copy;
+    }
+    Ok(outcome)
 }
 
 /// The result of RL.REFUND.
@@ -600,8 +690,11 @@ pub struct RefundJudged {
     pub verdict: Verdict,
     /// The algorithm's state after the refund, when it gives units back.
     after: Option<AlgoState>,
-    /// The `DEDUP` id the refund settles.
-    settles: Option<DedupId>,
+    /// The `DEDUP` id the refund settles, and the units that stay charged for it.
+    settles: Option<(DedupId, u64)>,
+    /// The key's value with its ended reservations given back, when it had any
+    /// ([`LimiterState::caught_up`]): what the refund applies to.
+    base: Option<Box<LimiterState>>,
 }
 
 impl RefundJudged {
@@ -625,6 +718,13 @@ pub fn judge_refund(
     units: u64,
     dedup: Option<DedupId>,
 ) -> Result<Option<RefundJudged>, CoreError> {
+    if let Some(copy) = state.caught_up(now)? {
+        let judged = judge_refund(&copy, now, units, dedup)?;
+        return Ok(judged.map(|j| RefundJudged {
+            base: Some(Box::new(copy)),
+            ..j
+        }));
+    }
     let now = state.clock(now);
     let live = |id| state.extras.entry(id, now).filter(|e| !e.settled);
     let cap = match dedup {
@@ -653,7 +753,8 @@ pub fn judge_refund(
             ..verdict
         },
         after,
-        settles: dedup.filter(|&id| live(id).is_some()),
+        settles: dedup.and_then(|id| live(id).map(|e| (id, e.charged.saturating_sub(given)))),
+        base: None,
     }))
 }
 
@@ -663,11 +764,14 @@ pub fn settle_refund(state: &mut LimiterState, judged: RefundJudged) -> Option<M
         return None;
     }
     let now = judged.now;
+    if let Some(base) = judged.base {
+        *state = *base;
+    }
     if let Some(algo) = judged.after {
         state.algo = Some(algo);
     }
-    if let Some(id) = judged.settles {
-        state.extras.settle(id, now);
+    if let Some((id, charged)) = judged.settles {
+        state.extras.settle(id, now, charged);
     }
     state.touch(now);
     Some(state.expiry(now))
@@ -696,7 +800,7 @@ pub fn refund(
 }
 
 /// [`Algorithm::refund`], unless the algorithm names another command.
-fn refund_algo<A: Stored>(a: &mut A, now: Micros, units: u64) -> Result<u64, CoreError> {
+pub(crate) fn refund_algo<A: Stored>(a: &mut A, now: Micros, units: u64) -> Result<u64, CoreError> {
     match A::REFUND {
         Refund::Via(via) => Err(CoreError::NoRefund { held: A::KIND, via }),
         Refund::Units if units == 0 => Ok(0),

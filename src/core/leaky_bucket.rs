@@ -11,6 +11,9 @@
 //! capped at a lowered capacity: the units already queued are still in the queue, so an
 //! over-full bucket drains below the new capacity before it accepts again, and the queue delays
 //! it hands out keep the outflow at the rate.
+//!
+//! Debt (RL.SETTLE above a reservation): a level above the capacity, drained by the outflow
+//! like any queued unit; a request fits again once `level + n ≤ capacity`.
 
 use crate::core::error::CoreError;
 use crate::core::gcra::{Carry, GcraParams, Schedule};

@@ -17,6 +17,10 @@ pub struct Request {
     pub cost: u64,
     /// Compute the reply as if the request were made, change nothing.
     pub peek: bool,
+    /// `SHADOW`: evaluate and charge exactly as enforced, but let the call through (the reply
+    /// grants the cost: [`Request::reply`]). Nothing else depends on it: the state a call
+    /// leaves is the same with or without it.
+    pub shadow: bool,
     /// Grant what is available (maybe less than `cost`) instead of denying.
     pub best_effort: bool,
     /// Idempotency token, hashed.
@@ -28,6 +32,9 @@ pub struct Request {
     /// `DELAY d`: a call that would be denied but is allowed within `d` µs is granted now as a
     /// reservation of that moment (algorithms with [`Algorithm::DELAY`]).
     pub delay: Option<Micros>,
+    /// `HOLD ttl`: the units granted are a reservation under `dedup`, given back if not
+    /// settled (RL.SETTLE) within `ttl` µs.
+    pub hold: Option<Micros>,
 }
 
 impl Request {
@@ -36,13 +43,51 @@ impl Request {
         Request {
             cost,
             peek: false,
+            shadow: false,
             best_effort: false,
             dedup: None,
             now,
             block: None,
             delay: None,
+            hold: None,
         }
     }
+
+    /// The reply of this call when enforcement replies `enforced` for `reason` (the call's
+    /// reason, [`Reason::of_call`]): that reply, or under `SHADOW` ([`shadow`]) the call let
+    /// through.
+    #[inline(always)]
+    pub fn reply(&self, enforced: Verdict, reason: Reason) -> (Verdict, Reason) {
+        if self.shadow {
+            shadow(enforced, reason, self.cost)
+        } else {
+            (enforced, reason)
+        }
+    }
+}
+
+/// `SHADOW` (SPEC "Conventions", "The detailed reply"): the reply of a call of `cost` units
+/// that enforcement answers `enforced` for `reason`, let through whatever the reason. A call
+/// enforcement grants in full keeps its reply (its retry is a leaky bucket's queue delay or a
+/// `DELAY`'s wait, which the caller still needs). Any other is granted the cost with no wait:
+/// `granted` = `cost`, retry 0, the limit, remaining and reset of the state after the call as
+/// enforcement replies them; its reason is [`Reason::Shadow`] when enforcement denies it, else
+/// (a `BESTEFFORT` call granted in part) [`Reason::Granted`].
+#[cold]
+pub fn shadow(enforced: Verdict, reason: Reason, cost: u64) -> (Verdict, Reason) {
+    if reason == Reason::Granted && enforced.granted >= cost {
+        return (enforced, reason);
+    }
+    let verdict = Verdict {
+        granted: cost,
+        retry: Retry::Granted,
+        ..enforced
+    };
+    let reason = match reason {
+        Reason::Granted => Reason::Granted,
+        _ => Reason::Shadow,
+    };
+    (verdict, reason)
 }
 
 /// When the same request could be granted again.
@@ -205,6 +250,22 @@ pub trait Algorithm: Sized + Clone {
         Ok(0)
     }
 
+    /// RL.SETTLE above a reservation: charge `units` at `now` under the stored parameters
+    /// **unconditionally**, beyond the limit if need be (debt, repaid as the algorithm frees
+    /// units: the module docs of each algorithm say how). By default a [`Self::commit`] of the
+    /// stored parameters, which never checks the limit. Changes nothing when it fails; the
+    /// caller refuses a result that is not [`Self::valid_at`] `now`.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] if the units do not fit the state's numbers.
+    fn charge_debt(&mut self, now: Micros, units: u64) -> Result<(), CoreError> {
+        let params = self.params().clone();
+        let mut after = self.clone();
+        after.commit(&params, now, units)?;
+        *self = after;
+        Ok(())
+    }
+
     /// When the limiter is back to its fresh state, if nothing else happens (the key's expiry).
     fn fresh_at(&self) -> Micros;
 
@@ -344,6 +405,9 @@ pub enum Reason {
     Blocked,
     /// The cost is above the limit: it can never be granted.
     Never,
+    /// A call's reason, never a limiter's: enforcement denies the call (for any of the reasons
+    /// above), `SHADOW` let it through ([`shadow`]).
+    Shadow,
 }
 
 impl Reason {
@@ -354,6 +418,7 @@ impl Reason {
             Reason::Limit => "limit",
             Reason::Blocked => "blocked",
             Reason::Never => "never",
+            Reason::Shadow => "shadow",
         }
     }
 

@@ -57,6 +57,11 @@ pub mod multi;
 pub mod packed;
 pub mod param;
 pub mod policy;
+pub mod settle;
+#[cfg(test)]
+mod settle_tests;
+#[cfg(test)]
+mod shadow_tests;
 pub mod sliding_counter;
 pub mod sliding_log;
 pub mod state;

@@ -78,6 +78,11 @@ impl AnyParams {
         dispatch!(&self.0, spec => delays_like(spec))
     }
 
+    /// Whether the algorithm's units can be settled (`HOLD`, RL.SETTLE): it takes refunds.
+    pub fn settles(&self) -> bool {
+        dispatch!(&self.0, spec => settles_like(spec))
+    }
+
     /// [`flow::allowed_at`] on the key.
     fn allowed_at(
         &self,
@@ -113,10 +118,10 @@ impl AnyParams {
         slot: &mut Slot<'_>,
         now: Micros,
         action: Settle,
-        dedup: Option<DedupId>,
+        remember: flow::Remember,
         dedup_max: usize,
     ) -> Result<Option<Micros>, CoreError> {
-        dispatch!(&self.0, spec => settle_like(spec, slot, now, action, dedup, dedup_max))
+        dispatch!(&self.0, spec => settle_like(spec, slot, now, action, remember, dedup_max))
     }
 
     /// The key's part of RL.ALL's reply after the call: its state at `now` (cost 0, a block
@@ -168,6 +173,11 @@ fn delays_like<A: Stored>(_spec: &A) -> bool {
     A::DELAY
 }
 
+/// [`AnyParams::settles`] for `spec`'s algorithm.
+fn settles_like<A: Stored>(_spec: &A) -> bool {
+    A::REFUND == crate::core::limiter::Refund::Units
+}
+
 /// [`flow::allowed_at`] for `spec`'s algorithm.
 fn allowed_at_like<A: Stored>(
     spec: &A,
@@ -203,10 +213,10 @@ fn settle_like<A: Stored>(
     slot: &mut Slot<'_>,
     now: Micros,
     action: Settle,
-    dedup: Option<DedupId>,
+    remember: flow::Remember,
     dedup_max: usize,
 ) -> Result<Option<Micros>, CoreError> {
-    flow::settle::<A>(slot, spec.params(), now, action, dedup, dedup_max)
+    flow::settle::<A>(slot, spec.params(), now, action, remember, dedup_max)
 }
 
 /// [`AnyParams::bind_call`] for `spec`'s algorithm.
@@ -440,6 +450,74 @@ pub fn apply_charged(
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
+    let due = slots.iter().any(|slot| match slot {
+        Slot::Existing(s) => s.extras.hold_due(s.clock(req.now)),
+        Slot::New(_) => false,
+    });
+    if due {
+        return apply_caught_up(slots, specs, charges, req, dedup_max);
+    }
+    apply_now(slots, specs, charges, req, dedup_max)
+}
+
+/// [`apply_charged`] when a key has reservations ended unsettled: the call runs on copies of
+/// those keys that gave their units back (`LimiterState::caught_up`), and a copy becomes the
+/// key's value only when the call writes that key (as `flow::apply` does for one key).
+#[cold]
+#[inline(never)]
+fn apply_caught_up(
+    slots: &mut [Slot<'_>],
+    specs: &[AnyParams],
+    charges: &[u64],
+    req: &Request,
+    dedup_max: usize,
+) -> Result<MultiOutcome, MultiError> {
+    let mut copies = slots
+        .iter()
+        .map(|slot| match slot.state() {
+            Some(s) => s.caught_up(req.now),
+            None => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut inner: Vec<Slot<'_>> = slots
+        .iter_mut()
+        .zip(copies.iter_mut())
+        .map(|(slot, copy)| match (copy, slot) {
+            (Some(copy), _) => Slot::Existing(copy),
+            (None, Slot::Existing(s)) => Slot::Existing(s),
+            (None, Slot::New(n)) => Slot::New(n.take()),
+        })
+        .collect();
+    let outcome = apply_now(&mut inner, specs, charges, req, dedup_max);
+    let created: Vec<Option<Option<LimiterState>>> = inner
+        .into_iter()
+        .map(|slot| match slot {
+            Slot::New(n) => Some(n),
+            Slot::Existing(_) => None,
+        })
+        .collect();
+    for (slot, new) in slots.iter_mut().zip(created) {
+        if let (Slot::New(n), Some(new)) = (slot, new) {
+            *n = new;
+        }
+    }
+    let outcome = outcome?;
+    for ((slot, copy), written) in slots.iter_mut().zip(copies).zip(&outcome.writes) {
+        if let (Slot::Existing(s), Some(copy), Some(_)) = (slot, copy, written) {
+            **s = copy;
+        }
+    }
+    Ok(outcome)
+}
+
+/// [`apply_charged`] on keys without reservations to give back.
+fn apply_now(
+    slots: &mut [Slot<'_>],
+    specs: &[AnyParams],
+    charges: &[u64],
+    req: &Request,
+    dedup_max: usize,
+) -> Result<MultiOutcome, MultiError> {
     if charges.len() != specs.len() || slots.len() != specs.len() {
         return Err(CoreError::Refused("every key needs one limiter").into());
     }
@@ -506,6 +584,12 @@ pub fn apply_charged(
         if let Settle::Charge(n) = action {
             spec.can_charge(slot.state(), j, n)?;
         }
+        if matches!(action, Settle::Charge(_) | Settle::Reserve(..))
+            && !req.peek
+            && !flow::can_hold(slot.state(), flow::Remember::of(req), dedup_max)
+        {
+            return Err(CoreError::Refused(flow::TOO_MANY_HOLDS).into());
+        }
         actions.push(action);
     }
     let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
@@ -526,7 +610,7 @@ pub fn apply_charged(
         } else {
             slot
         };
-        let written = spec.settle(target, j.now, action, req.dedup, dedup_max)?;
+        let written = spec.settle(target, j.now, action, flow::Remember::of(req), dedup_max)?;
         let full = (amount > 0 && amount == j.cost).then_some(j.verdict.retry);
         verdicts.push(spec.after(target.state(), j.now, j.cost, full)?);
         writes.push(written.filter(|_| !req.peek));

@@ -28,6 +28,11 @@
 //!
 //! A DEDUP id is remembered for one window. Changing the limit keeps the counts; a new window
 //! length starts fresh.
+//!
+//! Debt (RL.SETTLE above a reservation): the current count above the limit. The formulas above
+//! hold for any counts (`excess` is then larger than the counts' own weight could cover in this
+//! window, and the retry falls in the next window, or at the start of the window after it, where
+//! both counts are 0): the debt is repaid as the count decays over the next window.
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Verdict};

@@ -151,6 +151,56 @@ impl LimiterState {
         self.extras.forget_expired(now);
     }
 
+    /// Give back the units of every reservation that ended unsettled by `now` (a time from
+    /// [`Self::clock`]), as if each had been settled with 0 at its end: the algorithm's refund at
+    /// that end, in order of the ends (SPEC RL.SETTLE). Whether anything changed. One pointer
+    /// check for a key without ids; apply it to the value a write stores (replicas and the AOF
+    /// redo it at the same time), or to a copy for a reply that writes nothing.
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] from a refund (not on a valid value); nothing is changed then.
+    #[inline(always)]
+    pub fn catch_up(&mut self, now: Micros) -> Result<bool, CoreError> {
+        if !self.extras.hold_due(now) {
+            return Ok(false);
+        }
+        self.catch_up_due(now)?;
+        Ok(true)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn catch_up_due(&mut self, now: Micros) -> Result<(), CoreError> {
+        let due = self.extras.due(now);
+        if let Some(algo) = &self.algo {
+            let mut after = algo.clone();
+            for &(end, units, _) in &due {
+                dispatch!(&mut after, a => give_back(a, end, units))?;
+            }
+            self.algo = Some(after);
+        }
+        for &(_, _, index) in &due {
+            self.extras.end_hold(index);
+        }
+        Ok(())
+    }
+
+    /// This value as a read at `now` sees it: a copy with the ended reservations given back
+    /// ([`Self::catch_up`]) when there are any, else `None` (read `self` as it is).
+    ///
+    /// # Errors
+    /// As [`Self::catch_up`].
+    #[inline(always)]
+    pub fn caught_up(&self, now: Micros) -> Result<Option<LimiterState>, CoreError> {
+        let now = self.clock(now);
+        if !self.extras.hold_due(now) {
+            return Ok(None);
+        }
+        let mut copy = self.clone();
+        copy.catch_up_due(now)?;
+        Ok(Some(copy))
+    }
+
     /// The key's expiry after a write at `now`: when it may expire ([`Self::expires_at`]), never
     /// before `now`. Every write sets the key's expiry to this.
     pub fn expiry(&self, now: Micros) -> Micros {
@@ -198,6 +248,9 @@ impl LimiterState {
     /// # Errors
     /// [`CoreError::Overflow`] as the algorithms.
     pub fn peek(&self, now: Micros) -> Result<Option<Decision>, CoreError> {
+        if let Some(copy) = self.caught_up(now)? {
+            return copy.peek(now);
+        }
         let now = self.clock(now);
         let Some(algo) = &self.algo else {
             return Ok(None);
@@ -271,6 +324,15 @@ impl LimiterState {
         if let Some(algo) = &self.algo {
             dispatch!(algo, a => a.encode(out))
         }
+    }
+}
+
+/// A reservation of `units` ended unsettled at `end`: the algorithm's refund at `end`
+/// (nothing for an algorithm that takes no refund, which takes no `HOLD` either).
+fn give_back<A: Algorithm>(a: &mut A, end: Micros, units: u64) -> Result<u64, CoreError> {
+    match A::REFUND {
+        crate::core::limiter::Refund::Units if units > 0 => a.refund(end, units),
+        _ => Ok(0),
     }
 }
 

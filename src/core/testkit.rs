@@ -230,11 +230,13 @@ pub fn check_against_model<A: Stored, M: Model<Params = A::Params>>(
         let req = Request {
             cost: s.cost,
             peek: s.peek,
+            shadow: false,
             best_effort: s.best_effort,
             dedup: None,
             now,
             block: None,
             delay: None,
+            hold: None,
         };
         let out = key.call::<A>(p, &req);
         let v = out.verdict;

@@ -8,6 +8,10 @@
 //! Called with other parameters, the bucket keeps its tokens (capped at the new capacity, a
 //! fraction rounded down to the new tick, against the client), not its units used: raising the
 //! capacity of an empty bucket does not refill it.
+//!
+//! Debt (RL.SETTLE above a reservation): tokens below zero, the TAT more than `capacity·T`
+//! ahead. A request waits until the refill has brought the tokens back to its cost; a parameter
+//! change keeps the tokens below zero (rounded up to the new tick, `Carry::Free`).
 
 use crate::core::error::CoreError;
 use crate::core::gcra::{Carry, GcraParams, Schedule};

@@ -84,6 +84,11 @@ pub fn integers<const N: usize>(
     }
 }
 
+/// Start an array reply of `len` elements; the caller replies each element next.
+pub fn array(ctx: &Context, len: usize) {
+    raw::reply_with_array(ctx.ctx, c_long::try_from(len).unwrap_or(0));
+}
+
 /// Reply with one integer.
 pub fn integer(ctx: &Context, value: i64) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.

@@ -66,6 +66,13 @@ class RateLimiter {
     return c.parseOptionalResult(await this.send([...args, ...c.atArgs(opts)]), 0);
   }
 
+  /** RL.SETTLE: settle the reservation `id` (made with hold and dedup) with the units really
+   * used, one per key; one Result per key (null for a missing key): granted is what the id is
+   * charged there after the settle. */
+  async settle(keys, id, units, opts = {}) {
+    return c.parseSettle(await this.send(["RL.SETTLE", ...c.settleArgs(keys, id, units), ...c.atArgs(opts)]));
+  }
+
   /** RL.BLOCK: returns the block's remaining ms. */
   async block(key, duration, opts = {}) {
     return Number(await this.send(["RL.BLOCK", key, c.durationArg(duration), ...c.atArgs(opts)]));

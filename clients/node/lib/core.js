@@ -99,6 +99,21 @@ function parseOptionalResult(reply, cost) {
   return reply == null ? null : parseResult(reply, cost);
 }
 
+/** RL.SETTLE: one limiter reply per key (null for a missing key); allowed means one unit could
+ * be granted now. */
+function parseSettle(reply) {
+  if (!Array.isArray(reply)) throw new TypeError(`not an RL.SETTLE reply: ${String(reply)}`);
+  return reply.map((r) => parseOptionalResult(r));
+}
+
+/** numkeys key [key ...] id units [units ...] of RL.SETTLE. */
+function settleArgs(keys, id, units) {
+  if (!Array.isArray(keys) || !Array.isArray(units)) throw new TypeError("keys and units are arrays, one units per key");
+  if (keys.length === 0) throw new RangeError("RL.SETTLE needs at least one key");
+  if (units.length !== keys.length) throw new RangeError(`one units per key: ${keys.length} keys, ${units.length} units`);
+  return [String(keys.length), ...keys, id, ...units.map((u) => String(count(u, "units", 0)))];
+}
+
 /** RL.INFO: null, or { algorithm, fields } with every field by name. */
 function parseInfo(reply) {
   if (reply == null) return null;
@@ -205,15 +220,17 @@ const limiters = {
     spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)], o),
 };
 
-/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, block, delay,
- * detail, at. */
+/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, hold, block,
+ * delay, detail, at. */
 function optionArgs(o = {}) {
   const out = [];
   const cost = o.cost == null ? 1 : count(o.cost, "cost", 0);
+  if (o.hold != null && o.dedup == null) throw new RangeError("hold needs dedup: a reservation is settled by its id");
   if (cost !== 1) out.push("COST", String(cost));
   if (o.peek) out.push("PEEK");
   if (o.bestEffort) out.push("BESTEFFORT");
   if (o.dedup != null) out.push("DEDUP", o.dedup);
+  if (o.hold != null) out.push("HOLD", durationArg(o.hold));
   if (o.block != null) out.push("BLOCK", durationArg(o.block));
   if (o.delay != null) out.push("DELAY", durationArg(o.delay));
   if (o.detail) out.push("DETAIL");
@@ -230,7 +247,7 @@ function allArgs(list) {
 }
 
 module.exports = {
-  Result, parseResult, parseOptionalResult, parseInfo, parseThrottle, parseStreamCount,
+  Result, parseResult, parseOptionalResult, parseSettle, settleArgs, parseInfo, parseThrottle, parseStreamCount,
   durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, specArgs, limiters, count,
   named: named_, CALENDAR,
 };

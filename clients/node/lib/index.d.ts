@@ -123,6 +123,9 @@ export interface LimiterOptions {
   peek?: boolean;
   bestEffort?: boolean;
   dedup?: string | Buffer;
+  /** HOLD ttl (needs dedup): the units granted are a reservation under the dedup id, settled
+   * with settle() within ttl or given back when it ends. */
+  hold?: Duration;
   block?: Duration;
   at?: Time;
   /** A detailed reply: deniedBy, reason and one entry per limiter (DETAIL). */
@@ -178,6 +181,10 @@ export declare class RateLimiter {
   /** RL.CHECKALL: would all() grant this request? Read-only, runs on replicas. */
   checkAll(limiters: Limiters, options?: CheckAllOptions): Promise<Result>;
   refund(key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }): Promise<Result | null>;
+  /** RL.SETTLE: settle the reservation id (hold + dedup) with the units really used, one per
+   * key: below the held units the difference comes back, above them the extra is charged (debt).
+   * One Result per key (null for a missing key); granted is what the id is charged there. */
+  settle(keys: readonly Key[], id: string | Buffer, units: readonly number[], options?: { at?: Time }): Promise<(Result | null)[]>;
   /** Returns the block's remaining ms. */
   block(key: Key, duration: Duration, options?: { at?: Time }): Promise<number>;
   unblock(key: Key): Promise<boolean>;
@@ -257,6 +264,7 @@ export declare const RateLimitModule: {
   check: ModuleCommand<[key: Key, spec: Limiter, options?: CheckOptions], Result>;
   checkAll: ModuleCommand<[limiters: Limiters, options?: CheckAllOptions], Result>;
   refund: ModuleCommand<[key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }], Result | null>;
+  settle: ModuleCommand<[keys: readonly Key[], id: string | Buffer, units: readonly number[], options?: { at?: Time }], (Result | null)[]>;
   block: ModuleCommand<[key: Key, duration: Duration, options?: { at?: Time }], number>;
   unblock: ModuleCommand<[key: Key], boolean>;
   acquire: ModuleCommand<[key: Key, limit: number, lease: Duration, id: string | Buffer, options?: AcquireOptions], Result>;

@@ -71,6 +71,16 @@ const RateLimitModule = {
     },
     transformReply: both((r) => c.parseOptionalResult(r, 0)),
   },
+  settle: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, keys, id, units, opts = {}) {
+      const args = c.settleArgs(keys, id, units);
+      parser.push("RL.SETTLE", args[0]);
+      parser.pushKeys(args.slice(1, 1 + keys.length));
+      parser.push(...args.slice(1 + keys.length), ...c.atArgs(opts));
+    },
+    transformReply: both(c.parseSettle),
+  },
   block: {
     parseCommand(parser, key, d, opts = {}) {
       parser.push("RL.BLOCK");

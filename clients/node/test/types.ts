@@ -40,11 +40,17 @@ async function usage(): Promise<void> {
   const quota = fixed(10, "year", { anchor: "04-15", name: "yearly", charge: 2 });
   void [entries, reason, deniedBy, checked, month, waited, quota.name, quota.charge];
 
+  const reserved: Result = await limiter.all(specs, { dedup: "req-1", hold: "30s", detail: true });
+  const settled: (Result | null)[] = await limiter.settle(["{t}:rpm", "{t}:tpm"], "req-1", [1, 2400], { at: Date.now() });
+  const bucket: Result = await limiter.tokenBucket("t", 100, 100, "1h", { cost: 40, dedup: "r", hold: 5000 });
+  void [reserved, settled, bucket];
+
   const nr = createClient({ modules: { rl: RateLimitModule } });
   const res: Result = await nr.rl.gcra("k", 10, 5, "1s", { at: Date.now() });
   const refund: Result | null = await nr.rl.refund("k", 1);
   const nrCheck: Result = await nr.rl.checkAll(specs, { detail: true });
-  void nrCheck;
+  const nrSettle: (Result | null)[] = await nr.rl.settle(["{t}:tpm"], "req-1", [2400]);
+  void [nrCheck, nrSettle];
   const plain = new RateLimiter(createClient());
   void [res, refund, plain];
 

@@ -18,6 +18,13 @@
 //! (rounding down, capped at the new capacity). Either way the rounding is against the client
 //! (SPEC "Rounding rule": never a unit that exact arithmetic would deny), and as whole units are
 //! exact on every tick grid, a raised limit still never denies more than before.
+//!
+//! Debt (RL.SETTLE above a reservation, `Algorithm::charge_debt`): the units are charged as any
+//! grant, `TAT = max(TAT, now) + n·T`, without the limit's check, so the TAT may pass
+//! `now + burst·T`. Nothing is available until `now` has caught up with `TAT − burst·T` (one
+//! unit per `T`): `evaluate` denies with the exact wait `TAT + cost·T − burst·T − now`, and
+//! `reset_after` is `TAT − now` as always. A TAT more than [`MAX_SPAN`] after the last update is
+//! not a valid state (`valid_at`), so such debt is refused.
 
 use crate::core::error::CoreError;
 use crate::core::limiter::{self, Algorithm, Retry, Verdict};
@@ -152,7 +159,8 @@ pub enum Carry {
     /// accepts again).
     Backlog,
     /// The free units `burst − backlog`, rounded down to the new tick and capped at the new
-    /// burst: the token bucket's tokens.
+    /// burst: the token bucket's tokens. Tokens below zero (debt, `backlog > burst`) are kept
+    /// below zero, rounded up to the new tick.
     Free,
 }
 
@@ -228,8 +236,14 @@ impl Schedule {
             Carry::Free => {
                 let old_window = overflow(u128::from(old.burst).checked_mul(old_period))?;
                 let new_window = overflow(u128::from(params.burst).checked_mul(new_period))?;
+                // Tokens below zero (RL.SETTLE's debt) are kept as debt, rounded up.
+                let debt = rescale(backlog.saturating_sub(old_window), true)?;
                 let free = rescale(old_window.saturating_sub(backlog), false)?.min(new_window);
-                overflow(now_new.checked_add(new_window.saturating_sub(free)))
+                overflow(
+                    now_new
+                        .checked_add(new_window.saturating_sub(free))
+                        .and_then(|t| t.checked_add(debt)),
+                )
             }
         }
     }

@@ -8,6 +8,11 @@
 //! of the oldest units have left the window; `reset_after` is when the newest entry leaves.
 //! Parameter changes keep the entries (a raised limit never denies more than before).
 //!
+//! Debt (RL.SETTLE above a reservation): the extra units are logged as any grant (at `now`'s
+//! bucket, or merged into the newest entry), so the window counts above its limit until enough
+//! of them leave it; `retry_after` finds that entry as for any request. The log holds at most
+//! [`MAX_PARAM`] units in all (the codec's bound): more debt is refused.
+//!
 //! Layout: every entry but the newest is one LEB128 varint in a byte buffer, `(Δms << 1) | flag`
 //! (Δ = milliseconds since the previous entry; every log time is a whole millisecond because
 //! durations are), followed by the units as a second varint only when they are not 1. At 1 ms
@@ -350,6 +355,21 @@ impl Algorithm for SlidingLog {
         }
         self.log = rebuilt;
         Ok(units.saturating_sub(left))
+    }
+
+    /// Debt (RL.SETTLE above a reservation): the units are logged at `now` as any grant (so
+    /// the window counts above its limit until they leave it), refused when the log would
+    /// hold more than [`MAX_PARAM`] units in all (the codec's bound).
+    fn charge_debt(&mut self, now: Micros, units: u64) -> Result<(), CoreError> {
+        self.entries()
+            .try_fold(units, |sum, (_, n)| sum.checked_add(n))
+            .filter(|&t| t <= MAX_PARAM)
+            .ok_or(CoreError::Overflow)?;
+        let params = self.params;
+        let mut after = self.clone();
+        after.commit(&params, now, units)?;
+        *self = after;
+        Ok(())
     }
 
     /// When the newest entry leaves the window.

@@ -685,11 +685,13 @@ proptest! {
             let req = Request {
                 cost: s.cost,
                 peek: s.peek,
+                shadow: false,
                 best_effort: s.best_effort,
                 dedup: None,
                 now: t,
                 block: None,
                 delay: None,
+                hold: None,
             };
             let out = flow::apply::<SlidingLog>(state.as_mut(), &p, &req, 1000).unwrap();
             let now = t.max(last_update);

@@ -121,6 +121,28 @@ def parse_optional_result(reply: Any, cost: int | None = None) -> Result | None:
     return None if reply is None else parse_result(reply, cost)
 
 
+def parse_settle(reply: Any) -> list[Result | None]:
+    """RL.SETTLE: one limiter reply per key (nil for a missing key). ``granted`` is what the id
+    is charged on that key after the settle; ``allowed`` means one unit could be granted now."""
+    if not isinstance(reply, (list, tuple)):
+        raise TypeError(f"not an RL.SETTLE reply: {reply!r}")
+    return [parse_optional_result(r) for r in reply]
+
+
+def settle_args(keys: Sequence[Key], id: str | bytes, units: Sequence[int]) -> list[Arg]:
+    """``numkeys key [key ...] id units [units ...]`` of RL.SETTLE."""
+    if isinstance(keys, (str, bytes)) or isinstance(units, (str, bytes)):
+        raise TypeError("keys and units are sequences, one units per key")
+    if not keys:
+        raise ValueError("RL.SETTLE needs at least one key")
+    if len(units) != len(keys):
+        raise ValueError(f"one units per key: {len(keys)} keys, {len(units)} units")
+    for u in units:
+        if isinstance(u, bool) or not isinstance(u, int) or u < 0:
+            raise ValueError(f"units must be integers >= 0, not {u!r}")
+    return [len(keys), *keys, id, *units]
+
+
 def parse_info(reply: Any) -> Info | None:
     """RL.INFO: nil, a RESP2 flat array of names and values, or a RESP3 map."""
     if reply is None:
@@ -174,6 +196,7 @@ CALLBACKS: dict[str, Callable[..., Any]] = {
     "RL.STREAMCOUNT": _wrap(parse_stream_count),
     "RL.BLOCK": _wrap(parse_block),
     "RL.UNBLOCK": _wrap(parse_bool),
+    "RL.SETTLE": _wrap(parse_settle),
 }
 
 
@@ -187,10 +210,13 @@ def options(
     at: Time | None = None,
     detail: bool = False,
     delay: Duration | None = None,
+    hold: Duration | None = None,
 ) -> list[Arg]:
     """The shared options of the limiter commands, in the module's words."""
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
         raise ValueError(f"cost must be an integer >= 0, not {cost!r}")
+    if hold is not None and dedup is None:
+        raise ValueError("hold needs dedup: a reservation is settled by its id")
     out: list[Arg] = []
     if cost != 1:
         out += ["COST", cost]
@@ -200,6 +226,8 @@ def options(
         out.append("BESTEFFORT")
     if dedup is not None:
         out += ["DEDUP", dedup]
+    if hold is not None:
+        out += ["HOLD", duration_arg(hold)]
     if block is not None:
         out += ["BLOCK", duration_arg(block)]
     if delay is not None:

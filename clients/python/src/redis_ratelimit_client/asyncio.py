@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -76,6 +76,7 @@ class AsyncRateLimiter:
         at: Time | None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         opts = c.options(
             cost=cost,
@@ -86,6 +87,7 @@ class AsyncRateLimiter:
             at=at,
             detail=detail,
             delay=delay,
+            hold=hold,
         )
         return await self._result([spec.command, key, *spec.params(), *opts], cost)
 
@@ -102,12 +104,13 @@ class AsyncRateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
         if isinstance(spec, Concurrency):
             raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
         return await self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
         )
 
     async def gcra(
@@ -125,11 +128,12 @@ class AsyncRateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.GCRA key burst rate period``."""
         spec = GCRA(burst, rate, period)
         return await self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
         )
 
     async def token_bucket(
@@ -147,11 +151,12 @@ class AsyncRateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.TOKENBUCKET key capacity refill period``."""
         spec = TokenBucket(capacity, refill, period)
         return await self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
         )
 
     async def leaky_bucket(
@@ -169,12 +174,13 @@ class AsyncRateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
         is its queue delay (``allowed`` is still true)."""
         spec = LeakyBucket(capacity, rate, period)
         return await self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
         )
 
     async def fixed(
@@ -193,11 +199,14 @@ class AsyncRateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a]``: ``window`` a duration
         or a calendar period (``"day"``, ``"week"``, ``"month"``, ``"quarter"``, ``"year"``)."""
         spec = Fixed(limit, window, offset, tz=tz, anchor=anchor)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     async def sliding(
         self,
@@ -213,10 +222,13 @@ class AsyncRateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.SLIDING key limit window [PRECISION d]``."""
         spec = Sliding(limit, window, precision)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     async def sliding_counter(
         self,
@@ -231,10 +243,13 @@ class AsyncRateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.SLIDINGCOUNTER key limit window``."""
         spec = SlidingCounter(limit, window)
-        return await self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return await self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     async def all(
         self,
@@ -248,6 +263,7 @@ class AsyncRateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
         Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
@@ -260,6 +276,7 @@ class AsyncRateLimiter:
             at=at,
             detail=detail,
             delay=delay,
+            hold=hold,
         )
         return await self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
 
@@ -301,6 +318,26 @@ class AsyncRateLimiter:
             args += ["DEDUP", dedup]
         reply = await self.client.execute_command(*args, *c.at_option(at), **{c.COST_HINT: 0})
         return reply if reply is None or isinstance(reply, Result) else c.parse_result(reply, 0)
+
+    async def settle(
+        self,
+        keys: Sequence[Key],
+        id: str | bytes,
+        units: Sequence[int],
+        *,
+        at: Time | None = None,
+    ) -> list[Result | None]:
+        """``RL.SETTLE``: settle the reservation ``id`` (made with ``hold=`` and ``dedup=id``)
+        with the units really used, one per key: below the held units the difference is given
+        back, above them the extra is charged (the limiter may go into debt). One result per
+        key (``None`` for a missing key): ``granted`` is what the id is charged there after the
+        settle; ``allowed`` means one unit could be granted now, else ``retry_after_ms`` is the
+        wait. A retried settle, an unknown id or an expired reservation settles nothing more."""
+        args = ["RL.SETTLE", *c.settle_args(keys, id, units), *c.at_option(at)]
+        reply = await self.client.execute_command(*args)
+        if isinstance(reply, list) and all(r is None or isinstance(r, Result) for r in reply):
+            return reply
+        return c.parse_settle(reply)
 
     async def block(self, key: Key, duration: Duration, *, at: Time | None = None) -> timedelta:
         """``RL.BLOCK``: block the key for ``duration``; returns the block's remaining time."""

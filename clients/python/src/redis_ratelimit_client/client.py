@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -75,6 +75,7 @@ class RateLimiter:
         at: Time | None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         opts = c.options(
             cost=cost,
@@ -85,6 +86,7 @@ class RateLimiter:
             at=at,
             detail=detail,
             delay=delay,
+            hold=hold,
         )
         return self._result([spec.command, key, *spec.params(), *opts], cost)
 
@@ -101,11 +103,14 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
         if isinstance(spec, Concurrency):
             raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail, delay)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+        )
 
     def gcra(
         self,
@@ -122,10 +127,13 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.GCRA key burst rate period``."""
         spec = GCRA(burst, rate, period)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail, delay)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+        )
 
     def token_bucket(
         self,
@@ -142,10 +150,13 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.TOKENBUCKET key capacity refill period``."""
         spec = TokenBucket(capacity, refill, period)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail, delay)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+        )
 
     def leaky_bucket(
         self,
@@ -162,11 +173,14 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
         is its queue delay (``allowed`` is still true)."""
         spec = LeakyBucket(capacity, rate, period)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail, delay)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+        )
 
     def fixed(
         self,
@@ -184,11 +198,14 @@ class RateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a]``: ``window`` a duration
         or a calendar period (``"day"``, ``"week"``, ``"month"``, ``"quarter"``, ``"year"``)."""
         spec = Fixed(limit, window, offset, tz=tz, anchor=anchor)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     def sliding(
         self,
@@ -204,10 +221,13 @@ class RateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.SLIDING key limit window [PRECISION d]``."""
         spec = Sliding(limit, window, precision)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     def sliding_counter(
         self,
@@ -222,10 +242,13 @@ class RateLimiter:
         block: Duration | None = None,
         at: Time | None = None,
         detail: bool = False,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.SLIDINGCOUNTER key limit window``."""
         spec = SlidingCounter(limit, window)
-        return self._limiter(key, spec, cost, peek, best_effort, dedup, block, at, detail)
+        return self._limiter(
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+        )
 
     def all(
         self,
@@ -239,6 +262,7 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         delay: Duration | None = None,
+        hold: Duration | None = None,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
         Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
@@ -251,6 +275,7 @@ class RateLimiter:
             at=at,
             detail=detail,
             delay=delay,
+            hold=hold,
         )
         return self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
 
@@ -292,6 +317,26 @@ class RateLimiter:
             args += ["DEDUP", dedup]
         reply = self.client.execute_command(*args, *c.at_option(at), **{c.COST_HINT: 0})
         return reply if reply is None or isinstance(reply, Result) else c.parse_result(reply, 0)
+
+    def settle(
+        self,
+        keys: Sequence[Key],
+        id: str | bytes,
+        units: Sequence[int],
+        *,
+        at: Time | None = None,
+    ) -> list[Result | None]:
+        """``RL.SETTLE``: settle the reservation ``id`` (made with ``hold=`` and ``dedup=id``)
+        with the units really used, one per key: below the held units the difference is given
+        back, above them the extra is charged (the limiter may go into debt). One result per
+        key (``None`` for a missing key): ``granted`` is what the id is charged there after the
+        settle; ``allowed`` means one unit could be granted now, else ``retry_after_ms`` is the
+        wait. A retried settle, an unknown id or an expired reservation settles nothing more."""
+        args = ["RL.SETTLE", *c.settle_args(keys, id, units), *c.at_option(at)]
+        reply = self.client.execute_command(*args)
+        if isinstance(reply, list) and all(r is None or isinstance(r, Result) for r in reply):
+            return reply
+        return c.parse_settle(reply)
 
     def block(self, key: Key, duration: Duration, *, at: Time | None = None) -> timedelta:
         """``RL.BLOCK``: block the key for ``duration``; returns the block's remaining time."""
