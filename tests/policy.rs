@@ -728,3 +728,113 @@ fn a_damaged_policy_payload_in_the_rdb_fails_the_load_cleanly() {
     );
     assert!(!text.contains("panic"), "{text}");
 }
+
+/// DUMP of a key's value (independent of its name), to compare two keys' states.
+fn value_of(c: &mut Conn, key: &str) -> Reply {
+    c.cmd(&["DUMP", key])
+}
+
+/// A policy set with SHADOW behaves as the SHADOW option on every call under it: the state
+/// changes exactly as enforced (a would-be denial charges nothing), the reply grants, DETAIL
+/// says `reason shadow`, the counters count `shadow_denied`. Switching the policy to enforced
+/// changes no state: the next calls decide from the state the shadow calls left, as an
+/// enforced policy would have all along.
+#[test]
+fn a_shadow_policy_charges_as_enforced_and_switching_to_enforced_changes_no_state() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(&mut c, &["enforced", "GCRA", "3", "1", "1s"]);
+    set(&mut c, &["rollout", "GCRA", "3", "1", "1s", "SHADOW"]);
+    let t = base_ms();
+    // Five calls at one instant, burst 3: enforcement grants 3 and denies 2 (retry 1 s).
+    for i in 0..5i64 {
+        let enforced = c.ints(&args!["RL.LIMIT", "e", "enforced", "AT", t]);
+        let shadow = c.ints(&args!["RL.LIMIT", "s", "rollout", "AT", t]);
+        if i < 3 {
+            assert_eq!(enforced, [1, 3, 2 - i, 0, (i + 1) * 1000]);
+            assert_eq!(shadow, enforced);
+        } else {
+            assert_eq!(enforced, [0, 3, 0, 1000, 3000]);
+            // Let through: granted the cost, no wait, the state after the call.
+            assert_eq!(shadow, [1, 3, 0, 0, 3000]);
+        }
+        assert_eq!(value_of(&mut c, "s"), value_of(&mut c, "e"), "call {i}");
+    }
+    // DETAIL: reason shadow, denied_by the would-be denier, the entry as enforcement replies.
+    let r = c.cmd(&args!["RL.LIMIT", "s", "rollout", "DETAIL", "AT", t]);
+    let items = r.as_array().unwrap();
+    assert_eq!(items[..5], [1, 3, 0, 0, 3000].map(Reply::Int));
+    assert_eq!(items[5], Reply::Bulk(b"s".to_vec()));
+    assert_eq!(items[6], Reply::Bulk(b"shadow".to_vec()));
+    let entry = items[7].as_array().unwrap()[0].as_array().unwrap().to_vec();
+    assert_eq!(
+        entry[3],
+        Reply::Int(0),
+        "the entry shows enforcement's grant"
+    );
+    assert_eq!(entry[9], Reply::Bulk(b"rollout".to_vec()));
+    // Counters: 6 calls, all granted, 3 of them would have been denied.
+    let field = |c: &mut Conn, f: &str| {
+        c.info_field("ratelimit", &format!("ratelimit_policy_rollout_{f}"))
+            .unwrap()
+    };
+    assert_eq!(field(&mut c, "calls"), "6");
+    assert_eq!(field(&mut c, "granted"), "6");
+    assert_eq!(field(&mut c, "denied"), "0");
+    assert_eq!(field(&mut c, "shadow_denied"), "3");
+    // Enforce it: no state changes, and from now on both keys decide alike.
+    let before = value_of(&mut c, "s");
+    set(&mut c, &["rollout", "GCRA", "3", "1", "1s"]);
+    assert_eq!(value_of(&mut c, "s"), before);
+    for dt in [0, 500, 1000, 1000, 2500] {
+        let enforced = c.ints(&args!["RL.LIMIT", "e", "enforced", "AT", t + dt]);
+        let now_enforced = c.ints(&args!["RL.LIMIT", "s", "rollout", "AT", t + dt]);
+        assert_eq!(now_enforced, enforced, "at +{dt}");
+        assert_eq!(value_of(&mut c, "s"), value_of(&mut c, "e"), "at +{dt}");
+    }
+    // The bucket was full at t (TAT t + 3 s, one unit a second): denied at +0 and +500, granted
+    // at +1000, denied again at +1000, granted at +2500.
+    assert_eq!(field(&mut c, "denied"), "3");
+}
+
+/// A policy of several limiters set with SHADOW: RL.ALL lets the call through and names the
+/// would-be denier; RL.CHECKALL previews the same.
+#[test]
+fn a_shadow_policy_of_several_limiters_lets_rl_all_through() {
+    let s = Server::start();
+    let mut c = s.conn();
+    set(
+        &mut c,
+        &[
+            "pair", "GCRA", "5", "1", "1s", "FIXED", "1", "1m", "NAME", "minute", "SHADOW",
+        ],
+    );
+    let t = base_ms() / 60_000 * 60_000;
+    let call = |c: &mut Conn, cmd: &str| {
+        c.cmd(&args![
+            cmd, 2, "{u}g", "{u}f", "POLICY", "pair", "DETAIL", "AT", t
+        ])
+    };
+    let first = call(&mut c, "RL.ALL");
+    assert_eq!(
+        first.as_array().unwrap()[6],
+        Reply::Bulk(b"granted".to_vec())
+    );
+    for cmd in ["RL.CHECKALL", "RL.ALL"] {
+        let r = call(&mut c, cmd);
+        let items = r.as_array().unwrap();
+        assert_eq!(items[0], Reply::Int(1), "{cmd}");
+        assert_eq!(items[5], Reply::Bulk(b"minute".to_vec()), "{cmd}");
+        assert_eq!(items[6], Reply::Bulk(b"shadow".to_vec()), "{cmd}");
+    }
+    // The second RL.ALL charged nothing (FIXED would deny it): GCRA has 4 of 5 left.
+    assert_eq!(
+        c.ints(&args!["RL.GCRA", "{u}g", 5, 1, "1s", "COST", 0, "AT", t])[2],
+        4
+    );
+    assert_eq!(
+        c.info_field("ratelimit", "ratelimit_policy_pair_shadow_denied")
+            .as_deref(),
+        Some("1")
+    );
+}
