@@ -123,8 +123,10 @@ fn the_list_above_names_every_module_command() {
         .chain(["rl._restore".to_string(), "rl._set".to_string()])
         // RL.POLICY, a container, and its subcommands (checked on their own below).
         .chain(
-            ["", "|set", "|get", "|del", "|list", "|dump", "|restore"]
-                .map(|sub| format!("rl.policy{sub}")),
+            [
+                "", "|set", "|get", "|del", "|list", "|dump", "|restore", "|help",
+            ]
+            .map(|sub| format!("rl.policy{sub}")),
         )
         .collect();
     want.sort();
@@ -408,6 +410,7 @@ fn applications_read_policies_and_only_admins_change_them() {
     let reads: Vec<Vec<Vec<u8>>> = vec![
         args!["RL.POLICY", "GET", "p"].to_vec(),
         args!["RL.POLICY", "LIST"].to_vec(),
+        args!["RL.POLICY", "HELP"].to_vec(),
         args!["RL.LIMIT", "pl", "p"].to_vec(),
     ];
     let admins: Vec<Vec<Vec<u8>>> = vec![

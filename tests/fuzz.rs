@@ -339,6 +339,8 @@ enum Shape {
     Bulk,
     /// The RL.POLICY container alone: never a success.
     Never,
+    /// RL.POLICY HELP: lines of text.
+    Help,
     /// RL.SETTLE: an array of limiter replies or nils, one per key.
     Settle,
 }
@@ -460,6 +462,10 @@ const TEMPLATES: &[Command] = &[
     Command {
         name: "RL.POLICY|RESTORE",
         shape: Shape::Ok,
+    },
+    Command {
+        name: "RL.POLICY|HELP",
+        shape: Shape::Help,
     },
     Command {
         name: "RL.SETTLE",
@@ -828,7 +834,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             policy_definition(r, &mut v);
         }
         "RL.POLICY|GET" | "RL.POLICY|DEL" => v.push(policy_name(r)),
-        "RL.POLICY|LIST" | "RL.POLICY|DUMP" => {}
+        "RL.POLICY|LIST" | "RL.POLICY|DUMP" | "RL.POLICY|HELP" => {}
         "RL.POLICY|RESTORE" => {
             // The DUMP of [`POLICIES`], maybe mutated.
             let dump = POLICY_DUMP.get().cloned().unwrap_or_default();
@@ -1310,6 +1316,9 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
             .iter()
             .all(|p| matches!(p, (Reply::Bulk(_), Reply::Int(_)))),
         (Shape::Bulk, Reply::Bulk(_)) => true,
+        (Shape::Help, Reply::Array(items)) => {
+            !items.is_empty() && items.iter().all(|i| matches!(i, Reply::Simple(_)))
+        }
         (Shape::Settle, Reply::Array(items)) => {
             !items.is_empty()
                 && items.iter().all(|i| match i {

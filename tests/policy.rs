@@ -838,3 +838,41 @@ fn a_shadow_policy_of_several_limiters_lets_rl_all_through() {
         Some("1")
     );
 }
+
+/// RL.POLICY HELP lists the subcommands (the server's reply to an unknown one points to it);
+/// a CONCURRENCY policy takes its lease id from DEDUP, as in RL.ALL.
+#[test]
+fn help_and_a_concurrency_policy() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let help = c.cmd(&["RL.POLICY", "HELP"]);
+    let lines: Vec<String> = help
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Reply::as_str)
+        .collect();
+    for sub in ["SET", "GET", "DEL", "LIST", "DUMP", "RESTORE", "HELP"] {
+        assert!(lines.iter().any(|l| l.starts_with(sub)), "{sub}: {lines:?}");
+    }
+    assert!(c.err(&["RL.POLICY", "NOPE"]).contains("RL.POLICY HELP"));
+    set(&mut c, &["slots", "CONCURRENCY", "2", "1m"]);
+    let t = base_ms();
+    assert_eq!(
+        c.err(&args!["RL.LIMIT", "k", "slots", "AT", t]),
+        "ERR a CONCURRENCY policy needs DEDUP id (the lease id)"
+    );
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "slots", "DEDUP", "a", "AT", t])[..3],
+        [1, 2, 1]
+    );
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "slots", "DEDUP", "b", "AT", t])[..3],
+        [1, 2, 0]
+    );
+    assert_eq!(
+        c.ints(&args!["RL.LIMIT", "k", "slots", "DEDUP", "x", "AT", t])[..3],
+        [0, 2, 0]
+    );
+    assert_eq!(c.int(&args!["RL.RELEASE", "k", "a", "AT", t]), 1);
+}

@@ -72,6 +72,11 @@ fn run(
     // A concurrency limiter takes its lease id from the call's DEDUP, as in RL.ALL.
     let bound;
     let spec = if limiter.params.kind() == Kind::Concurrency {
+        if opts.dedup.is_none() {
+            return Err(RlError::Conflict(
+                "a CONCURRENCY policy needs DEDUP id (the lease id)",
+            ));
+        }
         bound = limiter
             .params
             .clone()

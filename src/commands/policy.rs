@@ -232,6 +232,51 @@ pub const RESTORE_DOC: CommandDoc = CommandDoc {
     shared_options: false,
 };
 
+/// `RL.POLICY HELP`
+pub const HELP_DOC: CommandDoc = CommandDoc {
+    arity: 2,
+    summary: c"Show helpful text about the different subcommands",
+    complexity: c"O(1)",
+    args: &[],
+    shared_options: false,
+};
+
+/// RL.POLICY HELP's lines.
+const HELP: &[&str] = &[
+    "RL.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "SET <name> <limiter> [<limiter> ...] [SHADOW] [DESC <text>]",
+    "    Create or replace a policy: limiters written as in RL.ALL. Replies its version.",
+    "GET <name>",
+    "    The arguments of the SET that made it, or nil.",
+    "DEL <name>",
+    "    Delete it: later calls under it are an error naming it.",
+    "LIST",
+    "    Every policy's name and version.",
+    "DUMP",
+    "    Every policy, versions included, as one payload.",
+    "RESTORE <payload> [MERGE]",
+    "    Replace every policy with the payload's (MERGE: add or replace only those).",
+    "HELP",
+    "    Print this help.",
+];
+
+/// RL.POLICY HELP
+pub struct Help;
+
+impl Run for Help {
+    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+        if argv.len() != 2 {
+            return Err(RlError::Arity);
+        }
+        ctx.reply(Ok(RedisValue::Array(
+            HELP.iter()
+                .map(|l| RedisValue::SimpleStringStatic(l))
+                .collect(),
+        )));
+        Ok(())
+    }
+}
+
 /// The store's error as the client sees it.
 fn store_error(e: StoreError) -> RlError {
     match e {

@@ -122,6 +122,7 @@ crate::core::kind::each!(
     PolicyList =>  c"rl.policy|list",                policy::List,                       c"readonly",                   None,      c"read",            &policy::LIST_DOC,               None;
     PolicyDump =>  c"rl.policy|dump",                policy::Dump,                       c"readonly",                   None,      c"admin",           &policy::DUMP_DOC,               None;
     PolicyRestore => c"rl.policy|restore",           policy::Restore,                    c"write deny-oom",             None,      c"admin",           &policy::RESTORE_DOC,            None;
+    PolicyHelp =>  c"rl.policy|help",                policy::Help,                       c"readonly fast",              None,      c"read fast",       &policy::HELP_DOC,               None;
 );
 
 /// Register every command of [`COMMANDS`] with its docs, key spec and ACL categories (and the
@@ -235,6 +236,7 @@ mod tests {
             "rl.policy|list",
             "rl.policy|dump",
             "rl.policy|restore",
+            "rl.policy|help",
         ] {
             assert!(names.contains(&name), "{name}");
         }
