@@ -36,6 +36,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     };
     ffi::datatype::set_aux_hooks(ffi::datatype::AuxHooks {
         save: commands::policy_state::dump_all,
+        any: commands::policy_state::any,
         load: commands::policy::load_all,
     });
     if let Err(e) = commands::table::register(ctx) {

@@ -876,3 +876,60 @@ fn help_and_a_concurrency_policy() {
     );
     assert_eq!(c.int(&args!["RL.RELEASE", "k", "a", "AT", t]), 1);
 }
+
+/// Where the server has `aux_save2` (Redis 7.2+, Valkey), an RDB saved without any policy has
+/// no aux data of the module: a server without the module loads it (a downgrade or a removal
+/// stays possible while no policy is defined). Redis 7.0 always writes the aux record.
+#[test]
+fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
+    let mut s = Server::start();
+    let aux_save2 = s.is_valkey() || s.version_at_least(7, 2);
+    let mut c = s.conn();
+    c.ok(&["SET", "plain", "1"]);
+    set(&mut c, &["gone", "GCRA", "1", "1", "1s"]);
+    c.int(&["RL.POLICY", "DEL", "gone"]);
+    c.ok(&["SAVE"]);
+    drop(c);
+    s.kill_nosave();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = s.dir.join("bare.log");
+    let mut cmd = std::process::Command::new(server_bin());
+    cmd.args([
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+    ])
+    .arg("--dir")
+    .arg(&s.dir)
+    .arg("--logfile")
+    .arg(&log);
+    if let Some(ld) = std::env::var_os("RL_LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        cmd.env("LD_LIBRARY_PATH", ld);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut loaded = false;
+    while std::time::Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && Conn::connect(port).cmd(&["GET", "plain"]) == Reply::Bulk(b"1".to_vec())
+        {
+            loaded = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(loaded, aux_save2, "{text}");
+}

@@ -51,6 +51,11 @@ pub fn lookup(name: &[u8]) -> Result<Arc<Policy>, RlError> {
         .ok_or_else(|| RlError::UnknownPolicy(quote(name)))
 }
 
+/// Whether there is any policy.
+pub fn any() -> bool {
+    !store().is_empty()
+}
+
 /// Every policy, in the wire form (an RDB's aux data, `DUMP`).
 pub fn dump_all() -> Vec<u8> {
     store().dump()

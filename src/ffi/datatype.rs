@@ -34,7 +34,7 @@ pub static RL_TYPE: RedisType = RedisType::new(
         free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
-        aux_save2: None,
+        aux_save2: Some(aux_save2),
         aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as i32,
         free_effort: None,
         unlink: None,
@@ -52,6 +52,9 @@ pub static RL_TYPE: RedisType = RedisType::new(
 pub struct AuxHooks {
     /// The payload to save.
     pub save: fn() -> Vec<u8>,
+    /// Whether there is anything to save (servers with `aux_save2`, Redis 7.2+ and Valkey, then
+    /// write no aux data at all, so an RDB without policies loads where the module is absent).
+    pub any: fn() -> bool,
     /// Replace the state with a saved payload; `false` if it is invalid (the load fails).
     pub load: fn(&[u8]) -> bool,
 }
@@ -66,6 +69,14 @@ pub fn set_aux_hooks(hooks: AuxHooks) {
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     let payload = AUX.get().map(|h| (h.save)()).unwrap_or_default();
     raw::save_slice(rdb, &payload);
+}
+
+/// `aux_save` where the server has `aux_save2`: nothing written when there is nothing to save.
+unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    if AUX.get().is_some_and(|h| (h.any)()) {
+        // SAFETY: the same call as the server's own, with its arguments.
+        unsafe { aux_save(rdb, when) };
+    }
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
