@@ -821,8 +821,14 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
     let mut v: Vec<Vec<u8>> = name.split('|').map(|p| p.as_bytes().to_vec()).collect();
     match name {
         "RL.LIMIT" => {
-            v.extend([key(r, "RL.GCRA"), policy_name(r)]);
+            // Plausible vectors use keys of the policy's own (so calls build on each other).
+            let p = policy_name(r);
+            let own = format!("pol_{}", String::from_utf8_lossy(&p));
+            v.extend([key(r, &own), p.clone()]);
             options(r, &mut v, &[], true);
+            if p == b"conc" && !v.iter().any(|a| a == b"DEDUP") && !r.odd() {
+                v.extend([spell(r, "DEDUP"), dedup_id(r)]);
+            }
         }
         "RL.POLICY" => {
             if r.below(2) == 0 {
