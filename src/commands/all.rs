@@ -27,7 +27,7 @@ use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
 };
 use crate::core::policy::Policy;
-use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
@@ -48,10 +48,15 @@ pub const DOC: CommandDoc = CommandDoc {
             multiple: true,
             ..arg(c"limiter", ArgType::String)
         },
+        POLICY,
         DELAY,
     ],
     shared_options: true,
 };
+
+/// `POLICY name`: a named policy's limiters in place of the `limiter` arguments (RL.ALL and
+/// RL.CHECKALL).
+pub const POLICY: ArgDoc = opt(c"policy", ArgType::String, c"POLICY");
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
