@@ -135,7 +135,7 @@ fn run(
             req.name,
             req.opts.cost,
             judged.verdict,
-            req.spec.window(),
+            req.spec.window(judged.now),
             judged.reason(),
             req.opts.shadow,
         );

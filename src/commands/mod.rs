@@ -71,6 +71,7 @@ use crate::config;
 use crate::core::flow;
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::state::Stored;
+use crate::core::time::Micros;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -210,27 +211,26 @@ impl<C: LimiterCommand> Run for Limiter<C> {
 }
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
-/// (`bytes[1]`), enforcement's `verdict` for `reason`; with `shadow` the call let through.
+/// (`bytes[1]`), enforcement's `verdict` for `reason` on the key at `now` (the time the call
+/// was evaluated at on it); with `req.shadow` the call let through.
 #[cold]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
     bytes: &[&[u8]],
     params: &A::Params,
-    cost: u64,
-    verdict: &Verdict,
-    reason: Reason,
-    shadow: bool,
+    req: &Request,
+    (verdict, reason, now): (&Verdict, Reason, Micros),
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
     detail::reply_one(
         ctx,
         key,
         None,
-        cost,
+        req.cost,
         *verdict,
-        A::window(params),
+        A::window(params, now),
         reason,
-        shadow,
+        req.shadow,
     );
 }
 
@@ -304,7 +304,7 @@ pub fn run<C: LimiterCommand>(
                     bytes,
                     &parsed.params,
                     &req,
-                    (&outcome.verdict, outcome.reason),
+                    (&outcome.verdict, outcome.reason, outcome.now),
                     parsed.opts.detail,
                 );
             } else {
@@ -324,11 +324,11 @@ fn reply_special<C: LimiterCommand>(
     bytes: &[&[u8]],
     params: &<C::Algo as Algorithm>::Params,
     req: &Request,
-    (verdict, reason): (&Verdict, Reason),
+    (verdict, reason, now): (&Verdict, Reason, Micros),
     detail: bool,
 ) {
     if detail {
-        reply_detail::<C::Algo>(ctx, bytes, params, req.cost, verdict, reason, req.shadow);
+        reply_detail::<C::Algo>(ctx, bytes, params, req, (verdict, reason, now));
     } else {
         let reply = req.reply(*verdict, reason).0;
         C::reply(ctx, &Decision::from(reply), &reply);

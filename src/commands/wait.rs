@@ -286,10 +286,8 @@ pub fn acquire(
                         ctx,
                         bytes,
                         &parsed.params,
-                        req.cost,
-                        &enforced,
-                        reason,
-                        req.shadow,
+                        &req,
+                        (&enforced, reason, outcome.now),
                     );
                 } else {
                     reply_decision(ctx, &d);
