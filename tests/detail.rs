@@ -81,9 +81,47 @@ fn detail_on_gcra_names_the_limiter_and_its_window() {
     );
 }
 
-/// `window_ms` of each algorithm: the window of FIXED/SLIDING/SLIDINGCOUNTER (a calendar
-/// window's nominal length), `limit · period / rate` rounded up for the schedules, 0 for a
-/// concurrency limiter.
+/// A calendar window's `window_ms` is the length of the period the call falls in (SPEC: "a
+/// calendar window's current length"): a 23 h day and week across Paris's DST change, a 28-day
+/// February, a 91-day second quarter, a leap year. The times are fixed dates; the lengths are
+/// the calendar's, computed from the dates (UTC offsets and month lengths), not read back.
+#[test]
+fn detail_window_ms_of_a_calendar_window_is_its_current_length() {
+    let s = Server::start();
+    let mut c = s.conn();
+    const H: i64 = 3_600_000;
+    const D: i64 = 24 * H;
+    #[rustfmt::skip]
+    let cases: Vec<(Vec<Vec<u8>>, i64, i64)> = vec![
+        // 2027-03-28 01:00 in Paris: the day of the change to summer time lasts 23 h.
+        (args!["RL.FIXED", "cd", 10, "day", "TZ", "Europe/Paris"].to_vec(),  1_806_192_000_000, D - H),
+        // Its week, Monday 2027-03-22 to Monday 2027-03-29 (Paris): 7 days less an hour.
+        (args!["RL.FIXED", "cw", 10, "week", "TZ", "Europe/Paris", "ANCHOR", "mon"].to_vec(),
+                                                                               1_806_192_000_000, 7 * D - H),
+        // A fixed offset has no DST: a week of 7 days.
+        (args!["RL.FIXED", "co", 10, "week", "TZ", "+05:30", "ANCHOR", "sun"].to_vec(),
+                                                                               1_806_192_000_000, 7 * D),
+        // 2027-02-10 (UTC): February 2027 has 28 days; billed on the 15th, 2027-02-20 falls in
+        // Feb 15 – Mar 15, 28 days too; 2027-01-20 in Jan 15 – Feb 15, 31 days.
+        (args!["RL.FIXED", "cm", 10, "month"].to_vec(),                       1_802_217_600_000, 28 * D),
+        (args!["RL.FIXED", "ca", 10, "month", "ANCHOR", 15].to_vec(),         1_803_081_600_000, 28 * D),
+        (args!["RL.FIXED", "cb", 10, "month", "ANCHOR", 15].to_vec(),         1_800_403_200_000, 31 * D),
+        // 2027-04-20: April to June, 30 + 31 + 30 days.
+        (args!["RL.FIXED", "cq", 10, "quarter"].to_vec(),                     1_808_179_200_000, 91 * D),
+        // 2028-06-01: a leap year.
+        (args!["RL.FIXED", "cy", 10, "year"].to_vec(),                        1_843_430_400_000, 366 * D),
+    ];
+    for (mut call, at, window) in cases {
+        call.extend(args!["DETAIL", "AT", at]);
+        let r = c.cmd(&call);
+        let a = r.as_array().unwrap_or_else(|| panic!("{call:?}: {r:?}"));
+        let e = a[7].as_array().unwrap()[0].as_array().unwrap();
+        assert_eq!(e[8], int(window), "window_ms of {call:?}");
+    }
+}
+
+/// `window_ms` of each algorithm: the window of FIXED/SLIDING/SLIDINGCOUNTER, `limit · period /
+/// rate` rounded up for the schedules, 0 for a concurrency limiter. Calendar windows: below.
 #[test]
 fn detail_window_ms_of_every_algorithm() {
     let s = Server::start();
@@ -100,12 +138,6 @@ fn detail_window_ms_of_every_algorithm() {
         (args!["RL.SLIDING", "sp", 10, "30s", "PRECISION", "1s"].to_vec(), 30_000),
         (args!["RL.SLIDINGCOUNTER", "sc", 10, "1h"].to_vec(),     3_600_000),
         (args!["RL.ACQUIRE", "cc", 3, "10s", "ID", "x"].to_vec(), 0),
-        // Calendar windows: the unit's nominal length (24 h, 7, 30, 90, 365 days).
-        (args!["RL.FIXED", "cd", 10, "day", "TZ", "Europe/Paris"].to_vec(), 86_400_000),
-        (args!["RL.FIXED", "cw", 10, "week", "TZ", "+05:30", "ANCHOR", "sun"].to_vec(), 604_800_000),
-        (args!["RL.FIXED", "cm", 10, "month", "ANCHOR", 15].to_vec(), 2_592_000_000),
-        (args!["RL.FIXED", "cq", 10, "quarter"].to_vec(),         7_776_000_000),
-        (args!["RL.FIXED", "cy", 10, "year"].to_vec(),            31_536_000_000),
     ];
     for (mut call, window) in cases {
         call.extend(args!["DETAIL", "AT", t]);

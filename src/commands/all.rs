@@ -388,21 +388,22 @@ fn run(
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
-    let mut d = Decision::from(reply);
+    let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
     // A new lease that yields to the waiters on a concurrency key is denied (judged only);
     // under `SHADOW` it is let through, taking nothing.
     let yielded = if req.shadow {
         yields && req.cost > 0
     } else {
-        wait::deny_yielded(&mut d, yields, req.cost)
+        wait::deny_yielded(&mut reply, yields, req.cost)
     };
+    let d = Decision::from(reply);
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
     let granted = outcome.denied_by.is_none() && !yielded;
-    let (reason, denied_by) = if yielded && req.shadow {
-        (Reason::Shadow, yielder)
-    } else {
-        (reason, outcome.denied_by)
+    let (reason, denied_by) = match (yielded, req.shadow) {
+        (true, true) => (Reason::Shadow, yielder),
+        // Denied at the concurrency limit the waiters hold, as RL.ACQUIRE says of it.
+        (true, false) => (Reason::Limit, yielder),
+        (false, _) => (reason, outcome.denied_by),
     };
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()

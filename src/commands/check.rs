@@ -136,7 +136,7 @@ fn run(
             None,
             req.opts.cost,
             judged.verdict,
-            req.spec.window(),
+            req.spec.window(judged.now),
             judged.reason(),
             req.opts.shadow,
         );

@@ -74,6 +74,7 @@ use crate::config;
 use crate::core::flow;
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::state::Stored;
+use crate::core::time::Micros;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -214,17 +215,15 @@ impl<C: LimiterCommand> Run for Limiter<C> {
 
 /// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by `name`
 /// or its key (`bytes[1]`), from `policy` if it comes from a named policy; enforcement's
-/// `verdict` for `reason`; with `shadow` the call let through.
+/// `verdict` for `reason` on the key at `now` (the time the call was evaluated at on it); with
+/// `req.shadow` the call let through.
 #[cold]
-#[allow(clippy::too_many_arguments)]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
     bytes: &[&[u8]],
     params: &A::Params,
-    cost: u64,
-    verdict: &Verdict,
-    reason: Reason,
-    shadow: bool,
+    req: &Request,
+    (verdict, reason, now): (&Verdict, Reason, Micros),
     (name, policy): (Option<&[u8]>, Option<&[u8]>),
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
@@ -233,11 +232,11 @@ pub fn reply_detail<A: Stored>(
         key,
         name,
         policy,
-        cost,
+        req.cost,
         *verdict,
-        A::window(params),
+        A::window(params, now),
         reason,
-        shadow,
+        req.shadow,
     );
 }
 
@@ -371,7 +370,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
                     bytes,
                     parsed.params,
                     &req,
-                    (&outcome.verdict, outcome.reason),
+                    (&outcome.verdict, outcome.reason, outcome.now),
                     parsed.opts.detail,
                     (call.name, call.policy),
                     reply,
@@ -395,15 +394,13 @@ fn reply_special<A: Stored>(
     bytes: &[&[u8]],
     params: &A::Params,
     req: &Request,
-    (verdict, reason): (&Verdict, Reason),
+    (verdict, reason, now): (&Verdict, Reason, Micros),
     detail: bool,
     named: (Option<&[u8]>, Option<&[u8]>),
     plain: impl FnOnce(&Context, &Decision, &Verdict),
 ) {
     if detail {
-        reply_detail::<A>(
-            ctx, bytes, params, req.cost, verdict, reason, req.shadow, named,
-        );
+        reply_detail::<A>(ctx, bytes, params, req, (verdict, reason, now), named);
     } else {
         let reply = req.reply(*verdict, reason).0;
         plain(ctx, &Decision::from(reply), &reply);

@@ -66,8 +66,8 @@ impl Unit {
     }
 
     /// Its nominal length in µs (a day of 24 h, a week of 7 days, a month of 30, a quarter of
-    /// 90, a year of 365), for what states one length for every period (DETAIL's `window_ms`,
-    /// the RateLimit-Policy `w`); a period itself lasts what the calendar says.
+    /// 90, a year of 365): what stands for a period the calendar cannot place (beyond its
+    /// years); a period itself lasts what the calendar says ([`Calendar::window`]).
     pub fn nominal(self) -> Micros {
         const DAY: Micros = 86_400_000_000;
         match self {

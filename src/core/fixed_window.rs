@@ -287,11 +287,18 @@ impl Algorithm for Fixed {
         self.end
     }
 
-    /// An epoch window's length; a calendar window's nominal length ([`Unit::nominal`]: its
-    /// periods differ in length).
-    fn window(params: &FixedParams) -> Micros {
+    /// An epoch window's length; a calendar window's current length: the period holding `now`
+    /// (a 23 h day across a DST change, a 29-day February), or its unit's nominal length
+    /// ([`Unit::nominal`]) for a period beyond the calendar's years, which no call reaches.
+    fn window(params: &FixedParams, now: Micros) -> Micros {
         match params.calendar_of() {
-            Some(calendar) => calendar.unit().nominal(),
+            Some(calendar) => calendar
+                .window(now)
+                .ok()
+                .and_then(|(start, end)| {
+                    u64::try_from(i128::from(end).checked_sub(i128::from(start))?).ok()
+                })
+                .unwrap_or_else(|| calendar.unit().nominal()),
             None => params.window,
         }
     }

@@ -570,6 +570,8 @@ pub struct Outcome {
     pub blocked: bool,
     /// Why the key denied the call ([`Judged::reason`]).
     pub reason: Reason,
+    /// The time the call was evaluated at on the key ([`Judged::now`]).
+    pub now: Micros,
 }
 
 impl Write {
@@ -643,6 +645,7 @@ pub fn apply<A: Stored>(
         expires_at: written.unwrap_or(0),
         blocked: j.blocked.is_some() || matches!(action, Settle::Block(_)),
         reason: j.reason(),
+        now: j.now,
     })
 }
 

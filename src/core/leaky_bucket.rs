@@ -102,7 +102,7 @@ impl Algorithm for LeakyBucket {
         params.dedup_until(now)
     }
 
-    fn window(params: &GcraParams) -> Micros {
+    fn window(params: &GcraParams, _now: Micros) -> Micros {
         params.span()
     }
 

@@ -275,7 +275,7 @@ pub trait Algorithm: Sized + Clone {
     /// The time over which the limit applies, in µs (SPEC's `window_ms` under `DETAIL`, the
     /// IETF RateLimit-Policy `w`): the window of a windowed algorithm, the time a fully used
     /// schedule takes to become fresh; 0 (the default) where no time applies.
-    fn window(_params: &Self::Params) -> Micros {
+    fn window(_params: &Self::Params, _now: Micros) -> Micros {
         0
     }
 

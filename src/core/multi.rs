@@ -43,9 +43,10 @@ impl AnyParams {
         dispatch!(&self.0, spec => bind_like(spec, dedup, best_effort))
     }
 
-    /// The time over which the limit applies ([`crate::core::limiter::Algorithm::window`]).
-    pub fn window(&self) -> Micros {
-        dispatch!(&self.0, spec => window_like(spec))
+    /// The time over which the limit applies at `now`
+    /// ([`crate::core::limiter::Algorithm::window`]).
+    pub fn window(&self, now: Micros) -> Micros {
+        dispatch!(&self.0, spec => window_like(spec, now))
     }
 
     /// A fresh limiter with these parameters, borrowed (its `params()` are these).
@@ -163,9 +164,9 @@ fn judge_like<A: Stored>(
     flow::judge::<A>(state, spec.params(), now, cost, best_effort, dedup)
 }
 
-/// [`crate::core::limiter::Algorithm::window`] for `spec`'s algorithm.
-fn window_like<A: Stored>(spec: &A) -> Micros {
-    A::window(spec.params())
+/// [`crate::core::limiter::Algorithm::window`] for `spec`'s algorithm at `now`.
+fn window_like<A: Stored>(spec: &A, now: Micros) -> Micros {
+    A::window(spec.params(), now)
 }
 
 /// [`AnyParams::delays`] for `spec`'s algorithm.
@@ -540,7 +541,7 @@ fn apply_now(
             .map(|((((v, spec), j), &reason), &granted)| LimiterDetail {
                 cost: j.cost,
                 verdict: Verdict { granted, ..v },
-                window: spec.window(),
+                window: spec.window(j.now),
                 reason,
             })
             .collect()

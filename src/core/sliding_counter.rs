@@ -301,7 +301,7 @@ impl Algorithm for SlidingCounter {
         now.saturating_add(params.window)
     }
 
-    fn window(params: &SlidingCounterParams) -> Micros {
+    fn window(params: &SlidingCounterParams, _now: Micros) -> Micros {
         params.window
     }
 

@@ -90,7 +90,7 @@ impl Algorithm for TokenBucket {
         params.dedup_until(now)
     }
 
-    fn window(params: &GcraParams) -> Micros {
+    fn window(params: &GcraParams, _now: Micros) -> Micros {
         params.span()
     }
 

@@ -521,7 +521,7 @@ impl Algorithm for Gcra {
         params.dedup_until(now)
     }
 
-    fn window(params: &GcraParams) -> Micros {
+    fn window(params: &GcraParams, _now: Micros) -> Micros {
         params.span()
     }
 

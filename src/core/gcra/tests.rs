@@ -591,6 +591,6 @@ fn gcra_window_is_the_full_span_rounded_up() {
     ];
     for &(b, r, p, want) in cases {
         let params = GcraParams::new(b, r, p).unwrap();
-        assert_eq!(Gcra::window(&params), want, "{b} {r} {p}");
+        assert_eq!(Gcra::window(&params, 0), want, "{b} {r} {p}");
     }
 }

@@ -383,7 +383,7 @@ impl Algorithm for SlidingLog {
         now.saturating_add(params.window)
     }
 
-    fn window(params: &SlidingParams) -> Micros {
+    fn window(params: &SlidingParams, _now: Micros) -> Micros {
         params.window
     }
 
