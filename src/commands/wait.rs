@@ -168,7 +168,7 @@ impl WaitHooks for Hooks {
             WaitReply::Detail(key, cost, verdict, reason) => {
                 // A concurrency limiter applies over no window, and a waiting call is no
                 // shadow call (`SHADOW` never waits).
-                detail::reply_one(ctx, key, None, *cost, *verdict, 0, *reason, false);
+                detail::reply_one(ctx, key, None, None, *cost, *verdict, 0, *reason, false);
             }
             WaitReply::Error(text) => reply::error(ctx, text),
         }
@@ -320,6 +320,7 @@ pub fn acquire(
                         &parsed.params,
                         &req,
                         (&enforced, reason, outcome.now),
+                        (None, None),
                     );
                 } else {
                     reply_decision(ctx, &d);
