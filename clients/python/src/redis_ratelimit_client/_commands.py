@@ -211,6 +211,7 @@ def options(
     detail: bool = False,
     delay: Duration | None = None,
     hold: Duration | None = None,
+    shadow: bool = False,
 ) -> list[Arg]:
     """The shared options of the limiter commands, in the module's words."""
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
@@ -222,6 +223,8 @@ def options(
         out += ["COST", cost]
     if peek:
         out.append("PEEK")
+    if shadow:
+        out.append("SHADOW")
     if best_effort:
         out.append("BESTEFFORT")
     if dedup is not None:

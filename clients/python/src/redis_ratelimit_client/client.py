@@ -52,6 +52,11 @@ class RateLimiter:
     ``redis.RedisCluster``. The module's response callbacks are registered on it, as redis-py's
     own module wrappers do, so ``client.execute_command("RL.GCRA", ...)`` and pipelines return
     typed results too.
+
+    The limiter methods, :meth:`all`, :meth:`check`, :meth:`check_all` and :meth:`acquire` take
+    ``shadow=True`` (``SHADOW``): the call is evaluated and charged as an enforced one (a call
+    enforcement would deny charges nothing) but never denied; with ``detail=True`` its
+    ``reason`` is ``"shadow"`` and ``denied_by`` the limiter that would have denied it.
     """
 
     def __init__(self, client: Any) -> None:
@@ -76,6 +81,7 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         opts = c.options(
             cost=cost,
@@ -87,6 +93,7 @@ class RateLimiter:
             detail=detail,
             delay=delay,
             hold=hold,
+            shadow=shadow,
         )
         return self._result([spec.command, key, *spec.params(), *opts], cost)
 
@@ -104,12 +111,13 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
         if isinstance(spec, Concurrency):
             raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def gcra(
@@ -128,11 +136,12 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.GCRA key burst rate period``."""
         spec = GCRA(burst, rate, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def token_bucket(
@@ -151,11 +160,12 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.TOKENBUCKET key capacity refill period``."""
         spec = TokenBucket(capacity, refill, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def leaky_bucket(
@@ -174,12 +184,13 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
         is its queue delay (``allowed`` is still true)."""
         spec = LeakyBucket(capacity, rate, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def fixed(
@@ -199,12 +210,13 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a]``: ``window`` a duration
         or a calendar period (``"day"``, ``"week"``, ``"month"``, ``"quarter"``, ``"year"``)."""
         spec = Fixed(limit, window, offset, tz=tz, anchor=anchor)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def sliding(
@@ -222,11 +234,12 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.SLIDING key limit window [PRECISION d]``."""
         spec = Sliding(limit, window, precision)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def sliding_counter(
@@ -243,11 +256,12 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.SLIDINGCOUNTER key limit window``."""
         spec = SlidingCounter(limit, window)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def all(
@@ -263,6 +277,7 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
         Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
@@ -276,6 +291,7 @@ class RateLimiter:
             detail=detail,
             delay=delay,
             hold=hold,
+            shadow=shadow,
         )
         return self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
 
@@ -288,10 +304,11 @@ class RateLimiter:
         best_effort: bool = False,
         at: Time | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.CHECK``: the reply the call would give with PEEK, from a read-only command
         (it runs on replicas)."""
-        opts = c.options(cost=cost, best_effort=best_effort, at=at, detail=detail)
+        opts = c.options(cost=cost, best_effort=best_effort, at=at, detail=detail, shadow=shadow)
         return self._result(["RL.CHECK", key, *spec.spec(), *opts], cost)
 
     def check_all(
@@ -301,10 +318,11 @@ class RateLimiter:
         cost: int = 1,
         at: Time | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.CHECKALL``: the reply :meth:`all` would give with PEEK, from a read-only command
         (it runs on replicas): would this request pass every limit?"""
-        opts = c.options(cost=cost, at=at, detail=detail)
+        opts = c.options(cost=cost, at=at, detail=detail, shadow=shadow)
         return self._result(["RL.CHECKALL", *c.all_args(limiters), *opts], cost)
 
     def refund(
@@ -363,13 +381,14 @@ class RateLimiter:
         at: Time | None = None,
         wait: Duration | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.ACQUIRE key limit lease ID id``: take ``cost`` units under the lease ``id`` (a
         renewal when ``id`` already holds them). With ``wait``, a lease that does not fit waits
         for its turn (first come, first served) up to that long (``WAIT``; the client's socket
         timeout must be longer)."""
         spec = Concurrency(limit, lease)
-        opts = c.options(cost=cost, peek=peek, block=block, at=at, detail=detail)
+        opts = c.options(cost=cost, peek=peek, block=block, at=at, detail=detail, shadow=shadow)
         if wait is not None:
             opts += ["WAIT", duration_arg(wait)]
         return self._result(["RL.ACQUIRE", key, *spec.params(), "ID", id, *opts], cost)
