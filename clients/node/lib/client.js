@@ -50,13 +50,13 @@ class RateLimiter {
 
   /** RL.CHECK: the PEEK reply from a read-only command. */
   check(key, spec, opts = {}) {
-    const o = { cost: opts.cost, bestEffort: opts.bestEffort, detail: opts.detail, at: opts.at };
+    const o = { cost: opts.cost, bestEffort: opts.bestEffort, shadow: opts.shadow, detail: opts.detail, at: opts.at };
     return this.result(["RL.CHECK", key, ...c.specArgs(spec), ...c.optionArgs(o)], opts.cost ?? 1);
   }
 
   /** RL.CHECKALL: the PEEK reply of all() from a read-only command (runs on replicas). */
   checkAll(limiters, opts = {}) {
-    const o = { cost: opts.cost, detail: opts.detail, at: opts.at };
+    const o = { cost: opts.cost, shadow: opts.shadow, detail: opts.detail, at: opts.at };
     return this.result(["RL.CHECKALL", ...c.allArgs(limiters), ...c.optionArgs(o)], opts.cost ?? 1);
   }
 
@@ -81,7 +81,7 @@ class RateLimiter {
 
   acquire(key, limit, lease, id, opts = {}) {
     const s = c.limiters.concurrency(limit, lease);
-    const o = { cost: opts.cost, peek: opts.peek, block: opts.block, detail: opts.detail, at: opts.at };
+    const o = { cost: opts.cost, peek: opts.peek, shadow: opts.shadow, block: opts.block, detail: opts.detail, at: opts.at };
     const wait = opts.wait == null ? [] : ["WAIT", c.durationArg(opts.wait)];
     return this.result(["RL.ACQUIRE", key, ...s.params, "ID", id, ...c.optionArgs(o), ...wait], opts.cost ?? 1);
   }

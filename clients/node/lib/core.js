@@ -220,14 +220,15 @@ const limiters = {
     spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)], o),
 };
 
-/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, hold, block,
- * delay, detail, at. */
+/** The shared options of the limiter commands: cost, peek, shadow, bestEffort, dedup, hold,
+ * block, delay, detail, at. */
 function optionArgs(o = {}) {
   const out = [];
   const cost = o.cost == null ? 1 : count(o.cost, "cost", 0);
   if (o.hold != null && o.dedup == null) throw new RangeError("hold needs dedup: a reservation is settled by its id");
   if (cost !== 1) out.push("COST", String(cost));
   if (o.peek) out.push("PEEK");
+  if (o.shadow) out.push("SHADOW");
   if (o.bestEffort) out.push("BESTEFFORT");
   if (o.dedup != null) out.push("DEDUP", o.dedup);
   if (o.hold != null) out.push("HOLD", durationArg(o.hold));

@@ -121,6 +121,9 @@ export declare function durationMs(d: Duration): number;
 export interface LimiterOptions {
   cost?: number;
   peek?: boolean;
+  /** SHADOW: evaluated and charged as an enforced call (one enforcement would deny charges
+   * nothing) but never denied; under detail, reason "shadow" and deniedBy the would-be denier. */
+  shadow?: boolean;
   bestEffort?: boolean;
   dedup?: string | Buffer;
   /** HOLD ttl (needs dedup): the units granted are a reservation under the dedup id, settled
@@ -138,11 +141,13 @@ export interface DelayOptions {
   delay?: Duration;
 }
 
-export interface CheckOptions { cost?: number; bestEffort?: boolean; at?: Time; detail?: boolean }
-export interface CheckAllOptions { cost?: number; at?: Time; detail?: boolean }
+export interface CheckOptions { cost?: number; bestEffort?: boolean; shadow?: boolean; at?: Time; detail?: boolean }
+export interface CheckAllOptions { cost?: number; shadow?: boolean; at?: Time; detail?: boolean }
 export interface AcquireOptions {
   cost?: number;
   peek?: boolean;
+  /** SHADOW: a lease that does not fit is let through, recorded nowhere. */
+  shadow?: boolean;
   block?: Duration;
   at?: Time;
   detail?: boolean;

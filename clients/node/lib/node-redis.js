@@ -45,7 +45,7 @@ const RateLimitModule = {
     parseCommand(parser, key, spec, opts = {}) {
       parser.push("RL.CHECK");
       parser.pushKey(key);
-      parser.push(...c.specArgs(spec), ...c.optionArgs({ cost: opts.cost, bestEffort: opts.bestEffort, detail: opts.detail, at: opts.at }));
+      parser.push(...c.specArgs(spec), ...c.optionArgs({ cost: opts.cost, bestEffort: opts.bestEffort, shadow: opts.shadow, detail: opts.detail, at: opts.at }));
       parser.preserve = opts.cost ?? 1;
     },
     transformReply: both((r, cost) => c.parseResult(r, cost)),
@@ -57,7 +57,7 @@ const RateLimitModule = {
       const n = Number(args[0]);
       parser.push("RL.CHECKALL", args[0]);
       parser.pushKeys(args.slice(1, 1 + n));
-      parser.push(...args.slice(1 + n), ...c.optionArgs({ cost: opts.cost, detail: opts.detail, at: opts.at }));
+      parser.push(...args.slice(1 + n), ...c.optionArgs({ cost: opts.cost, shadow: opts.shadow, detail: opts.detail, at: opts.at }));
       parser.preserve = opts.cost ?? 1;
     },
     transformReply: both((r, cost) => c.parseResult(r, cost)),
@@ -98,7 +98,7 @@ const RateLimitModule = {
       const s = c.limiters.concurrency(limit, lease);
       parser.push("RL.ACQUIRE");
       parser.pushKey(key);
-      parser.push(...s.params, "ID", id, ...c.optionArgs({ cost: opts.cost, peek: opts.peek, block: opts.block, detail: opts.detail, at: opts.at }));
+      parser.push(...s.params, "ID", id, ...c.optionArgs({ cost: opts.cost, peek: opts.peek, shadow: opts.shadow, block: opts.block, detail: opts.detail, at: opts.at }));
       if (opts.wait != null) parser.push("WAIT", c.durationArg(opts.wait));
       parser.preserve = opts.cost ?? 1;
     },

@@ -45,12 +45,21 @@ async function usage(): Promise<void> {
   const bucket: Result = await limiter.tokenBucket("t", 100, 100, "1h", { cost: 40, dedup: "r", hold: 5000 });
   void [reserved, settled, bucket];
 
+  const shadowed: Result = await limiter.gcra("k", 10, 5, "1s", { shadow: true, detail: true });
+  const wouldDeny: boolean = shadowed.reason === "shadow";
+  const shadowAll: Result = await limiter.all(specs, { shadow: true, delay: "1s" });
+  const shadowCheck: Result = await limiter.check("k", gcra(10, 5, "1s"), { shadow: true });
+  const shadowCheckAll: Result = await limiter.checkAll(specs, { shadow: true });
+  const shadowLease: Result = await limiter.acquire("jobs", 5, "30s", "id", { shadow: true });
+  void [wouldDeny, shadowAll, shadowCheck, shadowCheckAll, shadowLease];
+
   const nr = createClient({ modules: { rl: RateLimitModule } });
   const res: Result = await nr.rl.gcra("k", 10, 5, "1s", { at: Date.now() });
   const refund: Result | null = await nr.rl.refund("k", 1);
   const nrCheck: Result = await nr.rl.checkAll(specs, { detail: true });
   const nrSettle: (Result | null)[] = await nr.rl.settle(["{t}:tpm"], "req-1", [2400]);
-  void [nrCheck, nrSettle];
+  const nrShadow: Result = await nr.rl.checkAll(specs, { shadow: true });
+  void [nrCheck, nrSettle, nrShadow];
   const plain = new RateLimiter(createClient());
   void [res, refund, plain];
 
