@@ -26,7 +26,14 @@ from ._limiters import (
     TokenBucket,
     duration_arg,
 )
-from ._types import Info, RateLimitExceeded, Result, StreamCount, ThrottleResult
+from ._types import (
+    Info,
+    PolicyDefinition,
+    RateLimitExceeded,
+    Result,
+    StreamCount,
+    ThrottleResult,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +274,9 @@ class AsyncRateLimiter:
 
     async def all(
         self,
-        limiters: c.Limiters,
+        limiters: c.Limiters | c.Keys,
         *,
+        policy: str | None = None,
         cost: int = 1,
         peek: bool = False,
         best_effort: bool = False,
@@ -281,7 +289,9 @@ class AsyncRateLimiter:
         shadow: bool = False,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
-        Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
+        Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``).
+        With ``policy=name``, ``limiters`` are the keys, one per limiter of the named policy in
+        order (``POLICY name``)."""
         opts = c.options(
             cost=cost,
             peek=peek,
@@ -294,7 +304,7 @@ class AsyncRateLimiter:
             hold=hold,
             shadow=shadow,
         )
-        return await self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
+        return await self._result(["RL.ALL", *c.all_or_policy_args(limiters, policy), *opts], cost)
 
     async def check(
         self,
@@ -314,17 +324,97 @@ class AsyncRateLimiter:
 
     async def check_all(
         self,
-        limiters: c.Limiters,
+        limiters: c.Limiters | c.Keys,
         *,
+        policy: str | None = None,
         cost: int = 1,
         at: Time | None = None,
         detail: bool = False,
         shadow: bool = False,
     ) -> Result:
         """``RL.CHECKALL``: the reply :meth:`all` would give with PEEK, from a read-only command
-        (it runs on replicas): would this request pass every limit?"""
+        (it runs on replicas): would this request pass every limit? ``policy=`` as in
+        :meth:`all`."""
         opts = c.options(cost=cost, at=at, detail=detail, shadow=shadow)
-        return await self._result(["RL.CHECKALL", *c.all_args(limiters), *opts], cost)
+        return await self._result(
+            ["RL.CHECKALL", *c.all_or_policy_args(limiters, policy), *opts], cost
+        )
+
+    async def limit(
+        self,
+        key: Key,
+        policy: str,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
+        hold: Duration | None = None,
+        shadow: bool = False,
+    ) -> Result:
+        """``RL.LIMIT key policy``: the named one-limiter policy (:meth:`policy_set`) on ``key``,
+        with the options and the reply of its limiter's own command (under ``detail=True`` the
+        limiter's ``policy`` is the name). A policy of several limiters goes through
+        :meth:`all` with ``policy=``. An unknown policy is an error naming it."""
+        opts = c.options(
+            cost=cost,
+            peek=peek,
+            best_effort=best_effort,
+            dedup=dedup,
+            block=block,
+            at=at,
+            detail=detail,
+            delay=delay,
+            hold=hold,
+            shadow=shadow,
+        )
+        return await self._result(["RL.LIMIT", key, policy, *opts], cost)
+
+    async def policy_set(
+        self,
+        name: str,
+        limiters: Limiter | Sequence[Limiter],
+        *,
+        shadow: bool = False,
+        desc: str | None = None,
+    ) -> int:
+        """``RL.POLICY SET name limiter [limiter ...] [SHADOW] [DESC text]``: define or replace
+        the policy ``name`` (1-64 of ``a-z``, ``0-9``, ``_``); returns its version. Keys under
+        a replaced policy keep the units they used. With ``shadow=True`` no call under it is
+        denied (each is charged as enforced, and counted as ``shadow_denied`` when it would have
+        been)."""
+        args = c.policy_set_args(name, limiters, shadow, desc)
+        return int(await self.client.execute_command(*args))
+
+    async def policy_get(self, name: str) -> PolicyDefinition | None:
+        """``RL.POLICY GET``: the policy's definition; ``None`` for an unknown name."""
+        return c.parse_policy(name, await self.client.execute_command("RL.POLICY", "GET", name))
+
+    async def policy_del(self, name: str) -> bool:
+        """``RL.POLICY DEL``: true if the policy existed. Later calls under it fail naming it."""
+        return bool(await self.client.execute_command("RL.POLICY", "DEL", name))
+
+    async def policy_list(self) -> dict[str, int]:
+        """``RL.POLICY LIST``: every policy's name and version (a number that grows with each
+        change)."""
+        return c.parse_policy_list(await self.client.execute_command("RL.POLICY", "LIST"))
+
+    async def policy_dump(self) -> bytes:
+        """``RL.POLICY DUMP``: every policy as one binary payload, for :meth:`policy_restore`
+        on another server (each shard of a cluster holds its own copy)."""
+        reply = await self.client.execute_command("RL.POLICY", "DUMP", **{c.NEVER_DECODE: []})
+        return reply if isinstance(reply, bytes) else str(reply).encode()
+
+    async def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
+        """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
+        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        await self.client.execute_command(
+            "RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else [])
+        )
 
     async def refund(
         self, key: Key, units: int, *, dedup: str | bytes | None = None, at: Time | None = None
