@@ -31,7 +31,7 @@ const RateLimitModule = {
   all: {
     IS_READ_ONLY: false,
     parseCommand(parser, limiters, opts = {}) {
-      const args = c.allArgs(limiters);
+      const args = c.allOrPolicyArgs(limiters, opts.policy);
       const n = Number(args[0]);
       parser.push("RL.ALL", args[0]);
       parser.pushKeys(args.slice(1, 1 + n));
@@ -53,7 +53,7 @@ const RateLimitModule = {
   checkAll: {
     IS_READ_ONLY: true,
     parseCommand(parser, limiters, opts = {}) {
-      const args = c.allArgs(limiters);
+      const args = c.allOrPolicyArgs(limiters, opts.policy);
       const n = Number(args[0]);
       parser.push("RL.CHECKALL", args[0]);
       parser.pushKeys(args.slice(1, 1 + n));
@@ -61,6 +61,36 @@ const RateLimitModule = {
       parser.preserve = opts.cost ?? 1;
     },
     transformReply: both((r, cost) => c.parseResult(r, cost)),
+  },
+  limit: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, key, policy, opts = {}) {
+      parser.push("RL.LIMIT");
+      parser.pushKey(key);
+      parser.push(String(policy), ...c.optionArgs(opts));
+      parser.preserve = opts.cost ?? 1;
+    },
+    transformReply: both((r, cost) => c.parseResult(r, cost)),
+  },
+  policySet: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, name, limiters, opts = {}) { parser.push(...c.policySetArgs(name, limiters, opts)); },
+    transformReply: both(Number),
+  },
+  policyGet: {
+    IS_READ_ONLY: true,
+    parseCommand(parser, name) { parser.push("RL.POLICY", "GET", name); parser.preserve = name; },
+    transformReply: both((r, name) => c.parsePolicy(name, r)),
+  },
+  policyDel: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, name) { parser.push("RL.POLICY", "DEL", name); },
+    transformReply: both((r) => Number(r) === 1),
+  },
+  policyList: {
+    IS_READ_ONLY: true,
+    parseCommand(parser) { parser.push("RL.POLICY", "LIST"); },
+    transformReply: both(c.parsePolicyList),
   },
   refund: {
     IS_READ_ONLY: false,
