@@ -263,6 +263,9 @@ export interface RateLimitMiddlewareOptions<Req = any> {
   /** Ask for detailed replies (every limit through RL.ALL, each named by its name in limits, a
    * single one "default"): the headers then carry one item per limiter from the reply. */
   detail?: boolean;
+  /** SHADOW on every call (to roll a limit out): charged as enforced, never denied; the headers
+   * as the module replies. */
+  shadow?: boolean;
 }
 
 /** Express middleware; sets req.rateLimit to the Result. */
