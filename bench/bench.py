@@ -275,6 +275,10 @@ def catalogue():
     # Module commands, with their nearest Lua script.
     C.append(Cmd("rl.gcra", "RL.GCRA", "module", lambda k: ["RL.GCRA", k, BIG, "1", "1m"],
                  group="fixed", lua_ref="lua.gcra"))
+    # The same GCRA limiter as a named policy (`bench`, defined when the server starts): a call
+    # looks the policy up by name, and should cost what RL.GCRA with the arguments costs.
+    C.append(Cmd("rl.limit", "RL.LIMIT (one-limiter GCRA policy)", "module",
+                 lambda k: ["RL.LIMIT", k, "bench"], group="fixed", lua_ref="lua.gcra"))
     C.append(Cmd("cl.throttle", "CL.THROTTLE (ours)", "module",
                  lambda k: ["CL.THROTTLE", k, str(int(BIG) - 1), "1", "60"], group="fixed",
                  lua_ref="lua.gcra", granted=lambda r: isinstance(r, list) and r[0] == 0,
@@ -991,6 +995,8 @@ class Bench:
             # The memory fills write entries up to half an hour back (AT), beyond the default
             # ratelimit.at-max-behind.
             cli.call("CONFIG", "SET", "ratelimit.at-max-behind", "-1")
+            # RL.LIMIT's policy: RL.GCRA's arguments.
+            cli.call("RL.POLICY", "SET", "bench", "GCRA", BIG, "1", "1m")
         for c in cmds:
             if c.kind == "lua":
                 c.sha = cli.call("SCRIPT", "LOAD", self.scripts[c.script])

@@ -68,3 +68,18 @@ pub fn max_wait_us() -> u64 {
         .unwrap_or(0)
         .saturating_mul(1_000)
 }
+
+/// `ratelimit.max-policies`: the most named policies (`RL.POLICY SET`) the server holds; a `SET`
+/// of a new name beyond it is an error (replacing an existing one is not).
+pub static MAX_POLICIES: AtomicI64 = AtomicI64::new(MAX_POLICIES_DEFAULT);
+
+/// Default of `ratelimit.max-policies`.
+pub const MAX_POLICIES_DEFAULT: i64 = 10_000;
+
+/// Largest accepted `ratelimit.max-policies`.
+pub const MAX_POLICIES_LIMIT: i64 = crate::core::policy::MAX_POLICIES_LIMIT as i64;
+
+/// The current `ratelimit.max-policies`.
+pub fn max_policies() -> usize {
+    usize::try_from(MAX_POLICIES.load(Ordering::Relaxed)).unwrap_or(0)
+}

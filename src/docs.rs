@@ -18,6 +18,8 @@ pub enum Keys {
     ReadNumkeys,
     /// One key at argument 1, overwritten without being read (OW).
     Overwrite,
+    /// No key (`RL.POLICY`: module state outside the keyspace).
+    None,
 }
 
 /// An argument's type, as COMMAND DOCS names them.

@@ -77,6 +77,20 @@ pub enum RlError {
     BadStreamEntry(String),
     /// An error the server returned for a command run on our behalf, passed on as it is.
     Server(String),
+    /// A named policy that does not exist (quoted, escaped).
+    UnknownPolicy(String),
+    /// A `RL.POLICY RESTORE` payload (or aux data) that does not decode.
+    PolicyPayload,
+    /// A payload's policy (quoted) whose definition does not parse, and why.
+    BadPolicy(String, String),
+    /// Two policies (quoted) whose INFO fields would share names (`x` and `x_shadow`).
+    PolicyFields(String, String),
+    /// A policy (quoted) applied to a number of keys that is not its number of limiters.
+    PolicyKeys {
+        policy: String,
+        limiters: usize,
+        keys: usize,
+    },
 }
 
 impl fmt::Display for RlError {
@@ -149,6 +163,23 @@ impl fmt::Display for RlError {
                 write!(f, "ERR stream entry {id} has no integer 'count' field")
             }
             RlError::Server(text) => write!(f, "{text}"),
+            RlError::UnknownPolicy(name) => write!(f, "ERR unknown policy '{name}'"),
+            RlError::PolicyFields(a, b) => write!(
+                f,
+                "ERR policy '{a}' and policy '{b}' would share INFO field names: choose another name"
+            ),
+            RlError::PolicyPayload => write!(f, "ERR invalid policy payload"),
+            RlError::BadPolicy(name, why) => {
+                write!(f, "ERR invalid policy payload: policy '{name}': {why}")
+            }
+            RlError::PolicyKeys {
+                policy,
+                limiters,
+                keys,
+            } => write!(
+                f,
+                "ERR policy '{policy}' has {limiters} limiter(s) and needs one key per limiter, got {keys}"
+            ),
         }
     }
 }

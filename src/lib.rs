@@ -34,12 +34,18 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ffi::log::warning(&format!("ratelimit: {e}"));
         Status::Err
     };
+    ffi::datatype::set_aux_hooks(ffi::datatype::AuxHooks {
+        save: commands::policy_state::dump_all,
+        any: commands::policy_state::any,
+        load: commands::policy::load_all,
+    });
     if let Err(e) = commands::table::register(ctx) {
         return fail(e);
     }
     let hooks = ffi::events::Hooks {
         key: commands::wait::key_event,
         server: commands::wait::server_event,
+        policy: commands::policy_state::server_event,
     };
     if let Err(e) = ffi::events::subscribe(ctx, hooks) {
         return fail(e);
@@ -72,6 +78,7 @@ redis_module! {
             ["at-max-ahead", &config::AT_MAX_AHEAD, config::AT_MAX_AHEAD_DEFAULT, -1, i64::MAX, ConfigurationFlags::DEFAULT, None],
             ["at-max-behind", &config::AT_MAX_BEHIND, config::AT_MAX_BEHIND_DEFAULT, -1, config::AT_MAX_BEHIND_LIMIT, ConfigurationFlags::DEFAULT, None],
             ["max-wait", &config::MAX_WAIT, config::MAX_WAIT_DEFAULT, 1, config::MAX_WAIT_LIMIT, ConfigurationFlags::DEFAULT, None],
+            ["max-policies", &config::MAX_POLICIES, config::MAX_POLICIES_DEFAULT, 0, config::MAX_POLICIES_LIMIT, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -90,7 +90,15 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
             v(&["RL.CHECKALL", "1", "g", "GCRA", "5", "1", "1s", "AT", &at]),
             &["read", "fast"],
         ),
+        // Under the policy [`with_policy`] makes.
+        (v(&["RL.LIMIT", "pl", "p", "AT", &at]), &["write", "fast"]),
     ]
+}
+
+/// Make the policy `p` the calls of [`commands`] use.
+fn with_policy(s: &Server) {
+    let mut c = s.conn();
+    c.int(&["RL.POLICY", "SET", "p", "GCRA", "5", "1", "1s"]);
 }
 
 #[test]
@@ -113,6 +121,13 @@ fn the_list_above_names_every_module_command() {
         .into_iter()
         .map(|(call, _)| call[0].to_lowercase())
         .chain(["rl._restore".to_string(), "rl._set".to_string()])
+        // RL.POLICY, a container, and its subcommands (checked on their own below).
+        .chain(
+            [
+                "", "|set", "|get", "|del", "|list", "|dump", "|restore", "|help",
+            ]
+            .map(|sub| format!("rl.policy{sub}")),
+        )
         .collect();
     want.sort();
     want.dedup();
@@ -198,6 +213,7 @@ fn acl_categories(c: &mut Conn, name: &str) -> Vec<String> {
 #[test]
 fn a_write_fast_user_can_rate_limit_where_the_server_has_command_categories() {
     let s = Server::start();
+    with_policy(&s);
     let caps = caps(&s);
     let mut admin = s.conn();
     admin.ok(&[
@@ -334,6 +350,7 @@ fn users_who_may_only_rate_limit_cannot_overwrite_a_limiters_state() {
 #[test]
 fn a_ratelimit_user_runs_every_module_command_and_nothing_else() {
     let s = Server::start();
+    with_policy(&s);
     let caps = caps(&s);
     let mut admin = s.conn();
     let r = admin.cmd(&["ACL", "SETUSER", "rl", "on", ">pw", "+@ratelimit", "~*"]);
@@ -366,11 +383,88 @@ fn a_ratelimit_user_runs_every_module_command_and_nothing_else() {
 fn without_categories_all_commands_still_reaches_the_module() {
     // `+@all` is the way on servers without module categories (Redis 7.0), and works everywhere.
     let s = Server::start();
+    with_policy(&s);
     let mut admin = s.conn();
     admin.ok(&["ACL", "SETUSER", "all", "on", ">pw", "+@all", "~*"]);
     let mut all = login(&s, "all");
     for (call, _) in commands(base_ms()) {
         let r = all.cmd(&call);
         assert!(!r.is_error(), "all: {call:?}: {r:?}");
+    }
+}
+
+/// RL.POLICY's subcommands: GET and LIST are `@read` and in the module's category (an
+/// application reads its policies), SET, DEL, DUMP and RESTORE `@admin` only: a user with
+/// `+@ratelimit` (or `+@read +@write`) can GET, LIST and RL.LIMIT but not change policies.
+#[test]
+fn applications_read_policies_and_only_admins_change_them() {
+    let s = Server::start();
+    let caps = caps(&s);
+    with_policy(&s);
+    let mut admin = s.conn();
+    let dump = admin
+        .cmd(&["RL.POLICY", "DUMP"])
+        .as_bytes()
+        .unwrap()
+        .to_vec();
+    let reads: Vec<Vec<Vec<u8>>> = vec![
+        args!["RL.POLICY", "GET", "p"].to_vec(),
+        args!["RL.POLICY", "LIST"].to_vec(),
+        args!["RL.POLICY", "HELP"].to_vec(),
+        args!["RL.LIMIT", "pl", "p"].to_vec(),
+    ];
+    let admins: Vec<Vec<Vec<u8>>> = vec![
+        args!["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"].to_vec(),
+        args!["RL.POLICY", "DEL", "p"].to_vec(),
+        args!["RL.POLICY", "DUMP"].to_vec(),
+        args!["RL.POLICY", "RESTORE", dump.clone()].to_vec(),
+    ];
+    let mut users: Vec<(&str, Vec<&str>)> = vec![("rw", vec!["+@read", "+@write", "+@fast", "~*"])];
+    if caps.module_category {
+        users.push(("app", vec!["+@ratelimit", "~*"]));
+    }
+    for (user, rules) in &users {
+        let mut setuser = vec!["ACL", "SETUSER", user, "on", ">pw"];
+        setuser.extend(rules);
+        admin.ok(&setuser);
+        let mut c = login(&s, user);
+        for call in &reads {
+            let r = c.cmd(call);
+            if caps.categories {
+                assert!(!r.is_error(), "{user}: {call:?}: {r:?}");
+            } else {
+                assert!(
+                    is_noperm(&r),
+                    "{user} on a server without categories: {r:?}"
+                );
+            }
+        }
+        for call in &admins {
+            assert!(is_noperm(&c.cmd(call)), "{user}: {call:?}");
+        }
+    }
+    // An admin (`+@admin`) changes them; by name works everywhere (Redis 7.0 included).
+    admin.ok(&[
+        "ACL",
+        "SETUSER",
+        "ops",
+        "on",
+        ">pw",
+        "+rl.policy|set",
+        "+rl.policy|get",
+    ]);
+    let mut ops = login(&s, "ops");
+    assert_eq!(
+        ops.int(&["RL.POLICY", "SET", "q", "GCRA", "1", "1", "1s"]),
+        2
+    );
+    assert!(is_noperm(&ops.cmd(&["RL.POLICY", "DEL", "q"])));
+    if caps.categories {
+        admin.ok(&["ACL", "SETUSER", "root", "on", ">pw", "+@admin"]);
+        let mut root = login(&s, "root");
+        assert_eq!(root.int(&["RL.POLICY", "DEL", "q"]), 1);
+        assert!(!root.cmd(&args!["RL.POLICY", "RESTORE", dump]).is_error());
+        // `@admin` alone does not rate-limit.
+        assert!(is_noperm(&root.cmd(&["RL.LIMIT", "pl", "p"])));
     }
 }

@@ -331,6 +331,16 @@ enum Shape {
     Ok,
     /// COMMAND GETKEYS: an array.
     Keys,
+    /// RL.POLICY GET: an array of bulk strings, or nil.
+    Args,
+    /// RL.POLICY LIST: name, version pairs (a flat array, or a map under RESP3).
+    Pairs,
+    /// RL.POLICY DUMP: a bulk string.
+    Bulk,
+    /// The RL.POLICY container alone: never a success.
+    Never,
+    /// RL.POLICY HELP: lines of text.
+    Help,
     /// RL.SETTLE: an array of limiter replies or nils, one per key.
     Settle,
 }
@@ -422,10 +432,140 @@ const TEMPLATES: &[Command] = &[
         shape: Shape::Limiter,
     },
     Command {
+        name: "RL.LIMIT",
+        shape: Shape::Limiter,
+    },
+    Command {
+        name: "RL.POLICY",
+        shape: Shape::Never,
+    },
+    Command {
+        name: "RL.POLICY|SET",
+        shape: Shape::Int,
+    },
+    Command {
+        name: "RL.POLICY|GET",
+        shape: Shape::Args,
+    },
+    Command {
+        name: "RL.POLICY|DEL",
+        shape: Shape::Int,
+    },
+    Command {
+        name: "RL.POLICY|LIST",
+        shape: Shape::Pairs,
+    },
+    Command {
+        name: "RL.POLICY|DUMP",
+        shape: Shape::Bulk,
+    },
+    Command {
+        name: "RL.POLICY|RESTORE",
+        shape: Shape::Ok,
+    },
+    Command {
+        name: "RL.POLICY|HELP",
+        shape: Shape::Help,
+    },
+    Command {
         name: "RL.SETTLE",
         shape: Shape::Settle,
     },
 ];
+
+/// The policies every batch starts with ([`setup`] restores them): names RL.LIMIT, RL.ALL and
+/// RL.CHECKALL call, with one limiter or several.
+const POLICIES: &[&[&str]] = &[
+    &["one", "GCRA", "10", "1", "1h"],
+    &["fixed", "FIXED", "10", "1h", "NAME", "hourly"],
+    &[
+        "two",
+        "GCRA",
+        "10",
+        "1",
+        "1h",
+        "SLIDINGCOUNTER",
+        "10",
+        "1h",
+        "CHARGE",
+        "2",
+    ],
+    &[
+        "shadowy",
+        "TOKENBUCKET",
+        "10",
+        "1",
+        "1h",
+        "SHADOW",
+        "DESC",
+        "rolling out",
+    ],
+    &["conc", "CONCURRENCY", "10", "1h"],
+];
+
+/// `RL.POLICY DUMP` of [`POLICIES`], made once at the start ([`make_policies`]).
+static POLICY_DUMP: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+/// Define [`POLICIES`] on the server and keep their DUMP in [`POLICY_DUMP`].
+fn make_policies(c: &mut Conn) {
+    for def in POLICIES {
+        let mut call = vec!["RL.POLICY", "SET"];
+        call.extend(def.iter());
+        c.int(&call);
+    }
+    let dump = c.cmd(&["RL.POLICY", "DUMP"]);
+    let _ = POLICY_DUMP.set(dump.as_bytes().expect("DUMP").to_vec());
+}
+
+/// A policy name: mostly one of [`POLICIES`] or a new plausible one, else odd bytes or a near
+/// miss.
+fn policy_name(r: &mut Rng) -> Vec<u8> {
+    if !r.odd() {
+        if r.one_in(4) {
+            return format!("new_{}", r.below(4)).into_bytes();
+        }
+        return r.pick(POLICIES)[0].as_bytes().to_vec();
+    }
+    match r.below(4) {
+        0 => text_token(r),
+        1 => b"ONE".to_vec(),
+        2 => "x".repeat(64 + r.below(3)).into_bytes(),
+        _ => b"".to_vec(),
+    }
+}
+
+/// A policy's definition: one to three limiters as RL.ALL writes them, then maybe SHADOW and
+/// DESC.
+fn policy_definition(r: &mut Rng, v: &mut Vec<Vec<u8>>) {
+    for _ in 0..1 + r.below(3) {
+        match r.below(7) {
+            0 => v.extend([spell(r, "GCRA"), count(r), count(r), duration(r)]),
+            1 => v.extend([spell(r, "TOKENBUCKET"), count(r), count(r), duration(r)]),
+            2 => v.extend([spell(r, "LEAKYBUCKET"), count(r), count(r), duration(r)]),
+            3 => v.extend([spell(r, "FIXED"), count(r), fixed_window(r)]),
+            4 => v.extend([spell(r, "SLIDING"), count(r), duration(r)]),
+            5 => v.extend([spell(r, "SLIDINGCOUNTER"), count(r), duration(r)]),
+            _ => v.extend([spell(r, "CONCURRENCY"), count(r), duration(r)]),
+        }
+        if r.one_in(4) {
+            v.extend([spell(r, "CHARGE"), count(r)]);
+        }
+        if r.one_in(4) {
+            v.extend([spell(r, "NAME"), format!("n{}", r.below(3)).into_bytes()]);
+        }
+    }
+    if r.one_in(3) {
+        v.push(spell(r, "SHADOW"));
+    }
+    if r.one_in(3) {
+        let text = if r.odd() {
+            "d".repeat(r.below(1100)).into_bytes()
+        } else {
+            b"a description".to_vec()
+        };
+        v.extend([spell(r, "DESC"), text]);
+    }
+}
 
 /// The limiter commands whose keys RL.INFO and RL.ALL use (each of its own keys), in RL.ALL's
 /// kind order.
@@ -677,8 +817,38 @@ fn payload(r: &mut Rng, valid: &[Vec<u8>]) -> Vec<u8> {
 
 /// One argument vector for command `name` before mutation.
 fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = vec![name.as_bytes().to_vec()];
+    // A subcommand is called as its container and its name.
+    let mut v: Vec<Vec<u8>> = name.split('|').map(|p| p.as_bytes().to_vec()).collect();
     match name {
+        "RL.LIMIT" => {
+            // Plausible vectors use keys of the policy's own (so calls build on each other).
+            let p = policy_name(r);
+            let own = format!("pol_{}", String::from_utf8_lossy(&p));
+            v.extend([key(r, &own), p.clone()]);
+            options(r, &mut v, &[], true);
+            if p == b"conc" && !v.iter().any(|a| a == b"DEDUP") && !r.odd() {
+                v.extend([spell(r, "DEDUP"), dedup_id(r)]);
+            }
+        }
+        "RL.POLICY" => {
+            if r.below(2) == 0 {
+                v.push(text_token(r));
+            }
+        }
+        "RL.POLICY|SET" => {
+            v.push(policy_name(r));
+            policy_definition(r, &mut v);
+        }
+        "RL.POLICY|GET" | "RL.POLICY|DEL" => v.push(policy_name(r)),
+        "RL.POLICY|LIST" | "RL.POLICY|DUMP" | "RL.POLICY|HELP" => {}
+        "RL.POLICY|RESTORE" => {
+            // The DUMP of [`POLICIES`], maybe mutated.
+            let dump = POLICY_DUMP.get().cloned().unwrap_or_default();
+            v.push(payload(r, std::slice::from_ref(&dump)));
+            if r.below(2) == 0 {
+                v.push(spell(r, "MERGE"));
+            }
+        }
         "RL.GCRA" | "RL.TOKENBUCKET" | "RL.LEAKYBUCKET" => {
             v.extend([key(r, name), count(r), count(r), duration(r)]);
             options(r, &mut v, &[], true);
@@ -698,6 +868,29 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
         "RL.STREAMCOUNT" => {
             v.extend([key(r, name), duration(r)]);
             options(r, &mut v, &["ADD", "LIMIT", "AT"], false);
+        }
+        "RL.ALL" | "RL.CHECKALL" if r.one_in(5) => {
+            // A named policy in place of the limiters.
+            let p = policy_name(r);
+            let n = POLICIES
+                .iter()
+                .find(|d| d[0].as_bytes() == p.as_slice())
+                .map_or(1, |d| {
+                    d.iter()
+                        .filter(|a| a.chars().all(|c| c.is_ascii_uppercase()))
+                        .count()
+                });
+            let n = if r.odd() { r.below(4) } else { n };
+            v.push(n.to_string().into_bytes());
+            for i in 0..n {
+                v.push(format!("{{p}}{i}").into_bytes());
+            }
+            v.extend([spell(r, "POLICY"), p]);
+            if name == "RL.CHECKALL" {
+                options(r, &mut v, &["COST", "DETAIL", "AT"], false);
+            } else {
+                options(r, &mut v, &[], true);
+            }
         }
         "RL.ALL" | "RL.CHECKALL" => {
             let n = 1 + r.below(4);
@@ -1025,9 +1218,13 @@ fn show(v: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
-/// An error reply must be `CODE text`, CODE an upper-case word, all printable ASCII.
+/// An error reply must be `CODE text`, CODE an upper-case word, all printable ASCII (but for
+/// the server's own reply to an unknown subcommand of a container, RL.POLICY, which quotes the
+/// name as it came, as for an unknown command).
 fn check_error(e: &str) -> Result<(), String> {
-    if !e.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+    let server_own =
+        e.starts_with("ERR unknown subcommand '") && e.ends_with("Try RL.POLICY HELP.");
+    if !server_own && !e.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
         return Err(format!("error is not printable ASCII: {e:?}"));
     }
     let code = e.split(' ').next().unwrap_or("");
@@ -1111,6 +1308,23 @@ fn check_shape(shape: Shape, reply: &Reply) -> Result<(), String> {
         (Shape::Info, Reply::Map(pairs)) => !pairs.is_empty(),
         (Shape::Ok, Reply::Simple(s)) => s == "OK",
         (Shape::Keys, Reply::Array(_)) => true,
+        (Shape::Args, Reply::Nil) => true,
+        (Shape::Args, Reply::Array(items)) => {
+            !items.is_empty() && items.iter().all(|i| matches!(i, Reply::Bulk(_)))
+        }
+        (Shape::Pairs, Reply::Array(items)) => {
+            items.len().is_multiple_of(2)
+                && items
+                    .chunks(2)
+                    .all(|p| matches!((&p[0], &p[1]), (Reply::Bulk(_), Reply::Int(_))))
+        }
+        (Shape::Pairs, Reply::Map(pairs)) => pairs
+            .iter()
+            .all(|p| matches!(p, (Reply::Bulk(_), Reply::Int(_)))),
+        (Shape::Bulk, Reply::Bulk(_)) => true,
+        (Shape::Help, Reply::Array(items)) => {
+            !items.is_empty() && items.iter().all(|i| matches!(i, Reply::Simple(_)))
+        }
         (Shape::Settle, Reply::Array(items)) => {
             !items.is_empty()
                 && items.iter().all(|i| match i {
@@ -1319,6 +1533,12 @@ fn setup(c: &mut Conn, payloads: &[Vec<u8>], r: &mut Rng) {
         args!["RL.SLIDINGCOUNTER", "lim:sc", 10, "1h", "AT", at].to_vec(),
         args!["RL.ACQUIRE", "lim:conc", 10, "1h", "ID", "w", "AT", at].to_vec(),
         args!["RL._RESTORE", "lim:restored", r.pick_ref(payloads).clone()].to_vec(),
+        args![
+            "RL.POLICY",
+            "RESTORE",
+            POLICY_DUMP.get().cloned().unwrap_or_default()
+        ]
+        .to_vec(),
     ];
     for cmd in &cmds {
         c.send(cmd);
@@ -1403,25 +1623,29 @@ impl Fuzz<'_> {
     }
 
     /// Each vector in its own MULTI: SCAN (expires what is due, at the transaction's frozen
-    /// time), DEBUG DIGEST, the vector, DEBUG DIGEST. An error must leave the digest as it was.
+    /// time), DEBUG DIGEST and the policies' DUMP, the vector, DEBUG DIGEST and DUMP. An error
+    /// must leave the digest and the policies as they were.
     fn guarded(&mut self, c: &mut Conn, batch: &[(usize, Vec<Vec<u8>>)]) {
         let scan = args!["SCAN", 0, "COUNT", 100000];
         let digest = args!["DEBUG", "DIGEST"];
+        let dump = args!["RL.POLICY", "DUMP"];
         for (_, v) in batch {
             c.send(&["MULTI"]);
             c.send(&scan);
             c.send(&digest);
+            c.send(&dump);
             c.send(v);
             c.send(&digest);
+            c.send(&dump);
             c.send(&["EXEC"]);
         }
         for (i, (cmd, v)) in batch.iter().enumerate() {
-            let queued: Vec<Reply> = (0..5).map(|_| self.recv(c, &batch[i..])).collect();
+            let queued: Vec<Reply> = (0..7).map(|_| self.recv(c, &batch[i..])).collect();
             let exec = self.recv(c, &batch[i..]);
             // Redis checks the arity the command info declares when queueing: the vector's
             // error comes then, and EXEC aborts without running anything.
-            if let Reply::Error(_) = &queued[3] {
-                self.check(*cmd, v, &queued[3]);
+            if let Reply::Error(_) = &queued[4] {
+                self.check(*cmd, v, &queued[4]);
                 if !matches!(&exec, Reply::Error(e) if e.starts_with("EXECABORT")) {
                     self.fail(&format!("EXEC after a refused command: {exec:?}"));
                 }
@@ -1434,10 +1658,16 @@ impl Fuzz<'_> {
                 ));
             }
             let parts: Vec<Reply> = match &exec {
-                Reply::Array(a) if a.len() == 4 => a.clone(),
+                Reply::Array(a) if a.len() == 6 => a.clone(),
                 _ => self.fail(&format!("EXEC replied {exec:?}\n  vector: {}", show(v))),
             };
-            let (scanned, before, reply, after) = (&parts[0], &parts[1], &parts[2], &parts[3]);
+            let (scanned, before, reply, after) = (&parts[0], &parts[1], &parts[3], &parts[4]);
+            if reply.is_error() && parts[2] != parts[5] {
+                self.fail(&format!(
+                    "an erroring call changed the policies ({reply:?})\n  vector: {}",
+                    show(v)
+                ));
+            }
             if let Reply::Array(cursor) = scanned
                 && cursor.first() != Some(&Reply::Bulk(b"0".to_vec()))
             {
@@ -1502,6 +1732,7 @@ fn fuzz_every_command() {
     let payloads = harvest_payloads(&server);
     let mut r = Rng::new(seed);
     let mut c = server.conn();
+    make_policies(&mut c);
     // Keys are deleted only by commands (a full SCAN expires what is due), so the master and
     // the replica can be compared at an instant the master chose.
     c.ok(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);

@@ -107,7 +107,18 @@ fn command_docs_describe_every_command() {
     }
     for cmd in &registered {
         let cmd = cmd.as_str();
-        let docs = flat(&c.cmd(&["COMMAND", "DOCS", cmd]));
+        // A subcommand's docs are its container's (`rl.policy|set` under `rl.policy`).
+        let (top, sub) = cmd.split_once('|').unwrap_or((cmd, ""));
+        let docs = flat(&c.cmd(&["COMMAND", "DOCS", top]));
+        let docs = if sub.is_empty() {
+            docs
+        } else {
+            let at = docs
+                .iter()
+                .position(|d| d == cmd)
+                .unwrap_or_else(|| panic!("{cmd} not under {top}: {docs:?}"));
+            docs[at + 1..].to_vec()
+        };
         let field = |name: &str| {
             docs.iter()
                 .position(|d| d == name)
@@ -128,7 +139,10 @@ fn command_docs_describe_every_command() {
                 .any(|w| w[0] == "module" && w[1] == "ratelimit"),
             "{cmd}"
         );
-        // Each command has a key argument.
+        // Each command has a key argument (RL.POLICY's state is outside the keyspace).
+        if top == "rl.policy" {
+            continue;
+        }
         assert!(
             docs.windows(4)
                 .any(|w| w[0] == "name" && w[1] == "key" && w[2] == "type" && w[3] == "key"),
@@ -195,8 +209,13 @@ fn info_field_names_are_prometheus_metric_names() {
         .filter(|cmd| !cmd.starts_with("rl._") && *cmd != "rl.info")
         .map(|cmd| format!("ratelimit_{}", cmd.replace('.', "_")))
         .collect();
-    // And the waits of `RL.ACQUIRE ... WAIT`.
+    // And the waits of `RL.ACQUIRE ... WAIT`, and the named policies (their count and
+    // checksum; none is defined here, so no per-policy counters). RL.POLICY's subcommands are
+    // counted per policy instead.
+    want.retain(|name| !name.starts_with("ratelimit_rl_policy"));
     want.push("ratelimit_rl_acquire_wait".to_string());
+    want.push("ratelimit_policies".to_string());
+    want.push("ratelimit_policies_checksum".to_string());
     want.sort();
     let mut counted: Vec<&str> = names.clone();
     counted.sort();
@@ -208,6 +227,14 @@ fn info_field_names_are_prometheus_metric_names() {
     };
     for (name, value) in &lines {
         assert!(valid(name), "{name}");
+        if name == "ratelimit_policies_checksum" {
+            assert!(value.len() == 16 && value.chars().all(|c| c.is_ascii_hexdigit()));
+            continue;
+        }
+        if name == "ratelimit_policies" {
+            assert_eq!(value, "0");
+            continue;
+        }
         for kv in value.split(',') {
             let (k, v) = kv
                 .split_once('=')

@@ -159,6 +159,14 @@ fn a_smaller_later_waiter_does_not_pass_the_head() {
     );
     let all = ["RL.ALL", "1", "k", "CONCURRENCY", "3", "1m", "DEDUP", "p"];
     assert_eq!(c.ints(&all)[0], 0);
+    // Under DETAIL the same denial says why and which key: the limit the waiters hold.
+    let mut detailed = all.to_vec();
+    detailed.push("DETAIL");
+    let r = c.cmd(&detailed);
+    let a = r.as_array().unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(a[0].as_int(), Some(0), "{r:?}");
+    assert_eq!(a[5].as_str().as_deref(), Some("k"), "{r:?}");
+    assert_eq!(a[6].as_str().as_deref(), Some("limit"), "{r:?}");
     // A lease held renews while others wait.
     assert_eq!(
         c.ints(&["RL.ACQUIRE", "k", "3", "1m", "ID", "h", "COST", "2"])[0],
@@ -475,5 +483,61 @@ fn a_flush_wakes_and_a_role_change_ends_the_waits() {
     assert_eq!(
         c.info_field("clients", "blocked_clients").as_deref(),
         Some("0")
+    );
+}
+
+/// A waiting call with `DETAIL` gets the detailed reply when its wait ends: denied at its
+/// timeout (`reason limit`, the key the denier), granted when a release frees its turn.
+#[test]
+fn waiters_with_detail_get_the_detailed_reply() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.ints(&["RL.ACQUIRE", "k", "1", "1m", "ID", "h"]);
+    let wait_detail = |id: &str, timeout: &str| {
+        let mut w = s.conn();
+        w.send(&args![
+            "RL.ACQUIRE",
+            "k",
+            1,
+            "2s",
+            "ID",
+            id,
+            "WAIT",
+            timeout,
+            "DETAIL"
+        ]);
+        w
+    };
+    let mut first = wait_detail("w1", "10s");
+    until_waiting(&mut c, 1);
+    let mut second = wait_detail("w2", "200ms");
+    // The second times out while h holds the only unit: denied, detailed.
+    let r = second.recv();
+    let a = r.as_array().unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(a.len(), 8, "{r:?}");
+    assert_eq!(ints(&Reply::Array(a[..3].to_vec())), [0, 1, 0]);
+    assert!(a[3].as_int().is_some_and(|ms| ms > 0), "{r:?}");
+    assert_eq!(a[5].as_str().as_deref(), Some("k"));
+    assert_eq!(a[6].as_str().as_deref(), Some("limit"));
+    let e = a[7].as_array().unwrap()[0].as_array().unwrap().to_vec();
+    assert_eq!(e[0].as_str().as_deref(), Some("k"));
+    assert_eq!(ints(&Reply::Array(e[2..6].to_vec())), [1, 0, 1, 0]);
+    assert_eq!(
+        e[8].as_int(),
+        Some(0),
+        "no window for a concurrency limiter"
+    );
+    // The first is granted when h releases: its lease of 2 s, detailed.
+    assert_eq!(c.int(&["RL.RELEASE", "k", "h"]), 1);
+    let r = first.recv();
+    let a = r.as_array().unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(a.len(), 8, "{r:?}");
+    assert_eq!(ints(&Reply::Array(a[..5].to_vec())), [1, 1, 0, 0, 2000]);
+    assert!(a[5].is_nil());
+    assert_eq!(a[6].as_str().as_deref(), Some("granted"));
+    let e = a[7].as_array().unwrap()[0].as_array().unwrap().to_vec();
+    assert_eq!(
+        ints(&Reply::Array(e[2..9].to_vec())),
+        [1, 1, 1, 0, 0, 2000, 0]
     );
 }

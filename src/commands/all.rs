@@ -1,5 +1,8 @@
 //! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 //!
+//! `POLICY name` in place of the limiters applies a named policy's limiters (`commands::policy`),
+//! one key per limiter in order.
+//!
 //! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
 //! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
@@ -7,13 +10,15 @@
 
 use redis_module::Context;
 
+use std::sync::Arc;
+
 use crate::commands::args::{Args, Options, non_negative, positive, quote};
 use crate::commands::detail::{self, Part};
-use crate::commands::registry;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
 use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
@@ -21,7 +26,8 @@ use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
 };
-use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg};
+use crate::core::policy::Policy;
+use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::LimiterKey;
@@ -42,10 +48,15 @@ pub const DOC: CommandDoc = CommandDoc {
             multiple: true,
             ..arg(c"limiter", ArgType::String)
         },
+        POLICY,
         DELAY,
     ],
     shared_options: true,
 };
+
+/// `POLICY name`: a named policy's limiters in place of the `limiter` arguments (RL.ALL and
+/// RL.CHECKALL).
+pub const POLICY: ArgDoc = opt(c"policy", ArgType::String, c"POLICY");
 
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
@@ -57,6 +68,8 @@ pub struct AllRequest<'a> {
     /// Each limiter's `NAME`, if given (the detailed reply names it by its key otherwise).
     pub names: Vec<Option<&'a [u8]>>,
     pub opts: Options,
+    /// `POLICY name`: the named policy whose limiters these are (their names are its).
+    pub policy: Option<Arc<Policy>>,
 }
 
 /// The shared options RL.ALL takes.
@@ -103,6 +116,45 @@ impl<'a> AllRequest<'a> {
                 return Err(RlError::Syntax("RL.ALL keys must be distinct"));
             }
         }
+        if args
+            .peek()
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"POLICY"))
+        {
+            args.next();
+            let name = args.value_of("POLICY")?;
+            let found = policy_state::lookup(name)?;
+            let limiters = &found.def.limiters;
+            if limiters.len() != keys.len() {
+                return Err(RlError::PolicyKeys {
+                    policy: quote(name),
+                    limiters: limiters.len(),
+                    keys: keys.len(),
+                });
+            }
+            let mut opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+            // A policy set with SHADOW: every call under it as with the SHADOW option.
+            opts.shadow |= found.def.shadow;
+            opts.check_delay(
+                limiters
+                    .iter()
+                    .map(|l| (l.params.kind(), l.params.delays())),
+            )?;
+            let charges: Vec<u64> = limiters
+                .iter()
+                .map(|l| l.charge.unwrap_or(opts.cost))
+                .collect();
+            if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
+                return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+            }
+            return Ok(AllRequest {
+                keys,
+                specs: limiters.iter().map(|l| l.params.clone()).collect(),
+                charges,
+                names: vec![None; limiters.len()],
+                opts,
+                policy: Some(found),
+            });
+        }
         let mut limiters = Vec::with_capacity(numkeys);
         for key in &keys {
             limiters.push(parse_limiter(&mut args, key)?);
@@ -133,6 +185,7 @@ impl<'a> AllRequest<'a> {
             charges,
             names,
             opts,
+            policy: None,
         })
     }
 }
@@ -274,6 +327,9 @@ fn run(
         return Ok(());
     }
     let parsed = AllRequest::parse(bytes)?;
+    if parsed.policy.is_some() {
+        policy_state::flush_pending(ctx);
+    }
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
     let req: Request = parsed.opts.request(now);
@@ -332,21 +388,22 @@ fn run(
             None => Fate::of(ctx, state, Write::None, 0, None),
         })
         .collect();
-    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
-    let mut d = Decision::from(reply);
+    let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
     // A new lease that yields to the waiters on a concurrency key is denied (judged only);
     // under `SHADOW` it is let through, taking nothing.
     let yielded = if req.shadow {
         yields && req.cost > 0
     } else {
-        wait::deny_yielded(&mut d, yields, req.cost)
+        wait::deny_yielded(&mut reply, yields, req.cost)
     };
+    let d = Decision::from(reply);
     // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
     let granted = outcome.denied_by.is_none() && !yielded;
-    let (reason, denied_by) = if yielded && req.shadow {
-        (Reason::Shadow, yielder)
-    } else {
-        (reason, outcome.denied_by)
+    let (reason, denied_by) = match (yielded, req.shadow) {
+        (true, true) => (Reason::Shadow, yielder),
+        // Denied at the concurrency limit the waiters hold, as RL.ACQUIRE says of it.
+        (true, false) => (Reason::Limit, yielder),
+        (false, _) => (reason, outcome.denied_by),
     };
     let mut keys: Vec<Touched<'_>> = keys
         .into_iter()
@@ -373,7 +430,18 @@ fn run(
                 reply_decision(ctx, &d);
             }
         },
-    )
+    )?;
+    if let Some(p) = &parsed.policy {
+        let count = Count::of(granted, req.shadow);
+        let enforced = Decision::from(outcome.verdict);
+        p.stats.record(
+            count.granted(),
+            count.shadow_denied(),
+            enforced.remaining,
+            enforced.limit,
+        );
+    }
+    Ok(())
 }
 
 /// The detailed reply of RL.ALL or RL.CHECKALL: the call's reply `d`, its reason and the index
@@ -386,17 +454,25 @@ pub fn reply_detail(
     parsed: &AllRequest<'_>,
     outcome: &MultiOutcome,
 ) {
+    let policy = parsed.policy.as_deref();
     let parts: Vec<Part<'_>> = parsed
         .keys
         .iter()
         .zip(&parsed.names)
         .zip(&outcome.limiters)
-        .map(|((key, name), l)| Part {
-            name: name.unwrap_or(key),
-            key,
-            cost: l.cost,
-            verdict: l.verdict,
-            window: l.window,
+        .enumerate()
+        .map(|(i, ((key, name), l))| {
+            let from_policy = policy
+                .and_then(|p| p.def.limiters.get(i))
+                .and_then(|l| l.name.as_deref());
+            Part {
+                name: name.or(from_policy).unwrap_or(key),
+                key,
+                cost: l.cost,
+                verdict: l.verdict,
+                window: l.window,
+                policy: policy.map(|p| p.name.as_slice()),
+            }
         })
         .collect();
     detail::reply(ctx, d, reason, denied_by, &parts);

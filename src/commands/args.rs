@@ -52,7 +52,12 @@ impl<'a> Args<'a> {
     /// # Errors
     /// [`RlError::Arity`] when there is none.
     pub fn required(&mut self) -> Result<&'a [u8], RlError> {
-        self.next().ok_or(RlError::Arity)
+        // Not `ok_or`: an error built on every call is dropped on every call (drop glue on
+        // the path of every argument).
+        match self.next() {
+            Some(a) => Ok(a),
+            None => Err(RlError::Arity),
+        }
     }
 
     /// The value of option `opt`, or `ERR syntax error, <opt> needs a value`.
@@ -60,7 +65,10 @@ impl<'a> Args<'a> {
     /// # Errors
     /// [`RlError::NeedsValue`] when the arguments end.
     pub fn value_of(&mut self, opt: &'static str) -> Result<&'a [u8], RlError> {
-        self.next().ok_or(RlError::NeedsValue(opt))
+        match self.next() {
+            Some(a) => Ok(a),
+            None => Err(RlError::NeedsValue(opt)),
+        }
     }
 
     /// The next argument, without consuming it.

@@ -133,6 +133,7 @@ fn run(
             ctx,
             name.bytes(),
             req.name,
+            None,
             req.opts.cost,
             judged.verdict,
             req.spec.window(judged.now),

@@ -36,6 +36,7 @@ pub const DOC: CommandDoc = CommandDoc {
             multiple: true,
             ..arg(c"limiter", ArgType::String)
         },
+        crate::commands::all::POLICY,
         opt(c"cost", ArgType::Integer, c"COST"),
         SHADOW,
         DETAIL,

@@ -20,6 +20,8 @@ pub struct Part<'a> {
     pub verdict: Verdict,
     /// The time its limit applies over, µs.
     pub window: Micros,
+    /// The named policy it comes from.
+    pub policy: Option<&'a [u8]>,
 }
 
 impl Part<'_> {
@@ -38,7 +40,7 @@ impl Part<'_> {
                 reset,
                 ceil_ms(self.window),
             ],
-            policy: None,
+            policy: self.policy,
         }
     }
 }
@@ -76,6 +78,7 @@ pub fn reply_one(
     ctx: &Context,
     key: &[u8],
     name: Option<&[u8]>,
+    policy: Option<&[u8]>,
     cost: u64,
     verdict: Verdict,
     window: Micros,
@@ -88,6 +91,7 @@ pub fn reply_one(
         cost,
         verdict,
         window,
+        policy,
     };
     let (top, reason) = if shadow {
         limiter::shadow(verdict, reason, cost)

@@ -39,6 +39,9 @@ pub mod fixed;
 pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
+pub mod limit;
+pub mod policy;
+pub mod policy_state;
 pub mod propagate;
 pub mod refund;
 pub mod registry;
@@ -210,9 +213,10 @@ impl<C: LimiterCommand> Run for Limiter<C> {
     }
 }
 
-/// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by its key
-/// (`bytes[1]`), enforcement's `verdict` for `reason` on the key at `now` (the time the call
-/// was evaluated at on it); with `req.shadow` the call let through.
+/// The detailed reply of a single-limiter command (`DETAIL`): its one limiter named by `name`
+/// or its key (`bytes[1]`), from `policy` if it comes from a named policy; enforcement's
+/// `verdict` for `reason` on the key at `now` (the time the call was evaluated at on it); with
+/// `req.shadow` the call let through.
 #[cold]
 pub fn reply_detail<A: Stored>(
     ctx: &Context,
@@ -220,12 +224,14 @@ pub fn reply_detail<A: Stored>(
     params: &A::Params,
     req: &Request,
     (verdict, reason, now): (&Verdict, Reason, Micros),
+    (name, policy): (Option<&[u8]>, Option<&[u8]>),
 ) {
     let key = bytes.get(1).copied().unwrap_or_default();
     detail::reply_one(
         ctx,
         key,
-        None,
+        name,
+        policy,
         req.cost,
         *verdict,
         A::window(params, now),
@@ -234,11 +240,40 @@ pub fn reply_detail<A: Stored>(
     );
 }
 
+/// What a single-limiter call runs with, besides its key: the hooks by which a command that is
+/// not the algorithm's own (RL.LIMIT: parameters from a named policy) shares [`run`]'s flow.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
+    /// The limiter's parameters.
+    pub params: &'c A::Params,
+    /// The call's shared options.
+    pub opts: Options,
+    /// The command's name (in errors).
+    pub command: &'static str,
+    /// The keyspace event of a write, and the command propagated with the call's arguments.
+    pub event: &'static CStr,
+    /// How the call replies without `DETAIL` (a function item or closure: called statically).
+    pub reply: R,
+    /// The limiter's name in the detailed reply (its key when `None`).
+    pub name: Option<&'c [u8]>,
+    /// The named policy the limiter comes from, for the detailed reply.
+    pub policy: Option<&'c [u8]>,
+}
+
+/// What [`run_call`] did: how the call counted (granted, or let through by `SHADOW`), and
+/// enforcement's limiter reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Ran {
+    pub count: Count,
+    pub decision: Decision,
+}
+
 /// The shared flow of every limiter command, on the call's arguments and their bytes, counted
 /// in `stats`.
 ///
 /// # Errors
 /// Argument errors, WRONGTYPE, or overflow; on error nothing is written.
+#[inline(always)]
 pub fn run<C: LimiterCommand>(
     ctx: &Context,
     argv: Argv<'_>,
@@ -246,25 +281,54 @@ pub fn run<C: LimiterCommand>(
     stats: &'static CommandStats,
 ) -> Result<(), RlError> {
     let parsed = C::parse(bytes)?;
-    parsed.opts.check_delay(std::iter::once((
-        <C::Algo as Stored>::KIND,
-        <C::Algo as Algorithm>::DELAY,
-    )))?;
+    let call = Call::<C::Algo, _> {
+        params: &parsed.params,
+        opts: parsed.opts,
+        command: C::NAME,
+        event: C::EVENT,
+        reply: C::reply,
+        name: None,
+        policy: None,
+    };
+    run_call(ctx, argv, bytes, stats, call).map(|_| ())
+}
+
+/// [`run`] once the call's parameters and options are known (`call`).
+///
+/// # Errors
+/// As [`run`].
+#[inline(always)]
+pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    stats: &'static CommandStats,
+    call: Call<'_, A, R>,
+) -> Result<Ran, RlError> {
+    let parsed = Parsed {
+        params: call.params,
+        opts: call.opts,
+    };
+    parsed
+        .opts
+        .check_delay(std::iter::once((A::KIND, A::DELAY)))?;
     parsed.opts.check_hold(std::iter::once((
-        <C::Algo as Stored>::KIND,
-        <C::Algo as Algorithm>::REFUND == crate::core::limiter::Refund::Units,
+        A::KIND,
+        A::REFUND == crate::core::limiter::Refund::Units,
     )))?;
-    let key_name = argv.get(1).ok_or(RlError::Arity)?;
+    let Some(key_name) = argv.get(1) else {
+        return Err(RlError::Arity);
+    };
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
     let req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
-    let mut existing = key.limiter(C::NAME)?;
-    let outcome = flow::apply::<C::Algo>(
+    let mut existing = key.limiter(call.command)?;
+    let outcome = flow::apply::<A>(
         existing.as_deref_mut(),
-        &parsed.params,
+        parsed.params,
         &req,
         config::dedup_max(),
     )
@@ -280,7 +344,7 @@ pub fn run<C: LimiterCommand>(
     // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
-        event: C::EVENT,
+        event: call.event,
         stats,
     };
     let propagate = Propagate::Value {
@@ -290,28 +354,33 @@ pub fn run<C: LimiterCommand>(
     };
     // `DETAIL` and `SHADOW` replies are off the common path.
     let special = parsed.opts.detail | parsed.opts.shadow;
+    let reply = call.reply;
+    let count = Count::of(granted, req.shadow);
     finish(
         ctx,
         tail,
         eval,
         &mut [Touched::new(key, key_name, fate)],
         propagate,
-        Count::of(granted, req.shadow),
+        count,
         |ctx| {
             if special {
-                reply_special::<C>(
+                reply_special::<A>(
                     ctx,
                     bytes,
-                    &parsed.params,
+                    parsed.params,
                     &req,
                     (&outcome.verdict, outcome.reason, outcome.now),
                     parsed.opts.detail,
+                    (call.name, call.policy),
+                    reply,
                 );
             } else {
-                C::reply(ctx, &d, &outcome.verdict);
+                reply(ctx, &d, &outcome.verdict);
             }
         },
-    )
+    )?;
+    Ok(Ran { count, decision: d })
 }
 
 /// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose
@@ -319,18 +388,21 @@ pub fn run<C: LimiterCommand>(
 /// ([`Request::reply`]).
 #[cold]
 #[inline(never)]
-fn reply_special<C: LimiterCommand>(
+#[allow(clippy::too_many_arguments)]
+fn reply_special<A: Stored>(
     ctx: &Context,
     bytes: &[&[u8]],
-    params: &<C::Algo as Algorithm>::Params,
+    params: &A::Params,
     req: &Request,
     (verdict, reason, now): (&Verdict, Reason, Micros),
     detail: bool,
+    named: (Option<&[u8]>, Option<&[u8]>),
+    plain: impl FnOnce(&Context, &Decision, &Verdict),
 ) {
     if detail {
-        reply_detail::<C::Algo>(ctx, bytes, params, req, (verdict, reason, now));
+        reply_detail::<A>(ctx, bytes, params, req, (verdict, reason, now), named);
     } else {
         let reply = req.reply(*verdict, reason).0;
-        C::reply(ctx, &Decision::from(reply), &reply);
+        plain(ctx, &Decision::from(reply), &reply);
     }
 }

@@ -52,11 +52,16 @@ impl Command {
             .any(|c| c == ADMIN)
     }
 
+    /// Whether it is a subcommand (`container|sub`, as RL.POLICY's).
+    pub fn is_subcommand(&self) -> bool {
+        self.name.to_bytes().contains(&b'|')
+    }
+
     /// The legacy key range (first, last, step): the key at argument 1, or none for a command
-    /// that finds its keys itself (`getkeys-api`).
+    /// that finds its keys itself (`getkeys-api`) or has none.
     pub fn key_range(&self) -> (i32, i32, i32) {
         match self.keys {
-            Keys::Numkeys | Keys::ReadNumkeys => (0, 0, 0),
+            Keys::Numkeys | Keys::ReadNumkeys | Keys::None => (0, 0, 0),
             Keys::Update | Keys::Read | Keys::Overwrite => (1, 1, 1),
         }
     }

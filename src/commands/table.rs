@@ -23,8 +23,8 @@ use redis_module::Context;
 use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, refund, restore,
-    settle, stream_count, throttle,
+    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy,
+    policy_state, refund, restore, settle, stream_count, throttle,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -113,6 +113,16 @@ crate::core::kind::each!(
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
     Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;
+    Limit =>       c"rl.limit",                      limit::Limit,                       c"write deny-oom fast",        Update,    c"write fast",      &limit::DOC,                     Some("rl_limit");
+    // RL.POLICY's subcommands (`container|sub`): module state, no key; administration (SET, DEL,
+    // DUMP, RESTORE) is @admin only, reading (GET, LIST) @read and in the module's category.
+    PolicySet =>   c"rl.policy|set",                 policy::Set,                        c"write deny-oom",             None,      c"admin",           &policy::SET_DOC,                None;
+    PolicyGet =>   c"rl.policy|get",                 policy::Get,                        c"readonly fast",              None,      c"read fast",       &policy::GET_DOC,                None;
+    PolicyDel =>   c"rl.policy|del",                 policy::Del,                        c"write",                      None,      c"admin",           &policy::DEL_DOC,                None;
+    PolicyList =>  c"rl.policy|list",                policy::List,                       c"readonly",                   None,      c"read",            &policy::LIST_DOC,               None;
+    PolicyDump =>  c"rl.policy|dump",                policy::Dump,                       c"readonly",                   None,      c"admin",           &policy::DUMP_DOC,               None;
+    PolicyRestore => c"rl.policy|restore",           policy::Restore,                    c"write deny-oom",             None,      c"admin",           &policy::RESTORE_DOC,            None;
+    PolicyHelp =>  c"rl.policy|help",                policy::Help,                       c"readonly fast",              None,      c"read fast",       &policy::HELP_DOC,               None;
 );
 
 /// Register every command of [`COMMANDS`] with its docs, key spec and ACL categories (and the
@@ -124,9 +134,12 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     let module_category = ffi::cmdinfo::add_module_acl_category(ctx)?;
     for c in &COMMANDS {
         let (first, last, step) = c.key_range();
-        if ffi::command::create(ctx, c.name, c.handler, c.flags, first, last, step)
-            == redis_module::Status::Err
-        {
+        let created = if c.is_subcommand() {
+            ffi::command::create_subcommand(ctx, c.name, c.handler, c.flags)
+        } else {
+            ffi::command::create(ctx, c.name, c.handler, c.flags, first, last, step)
+        };
+        if created == redis_module::Status::Err {
             return Err(format!(
                 "{}: the server refused the command",
                 c.name.to_string_lossy()
@@ -140,13 +153,17 @@ pub fn register(ctx: &Context) -> Result<(), String> {
             module_category && c.in_module_category(),
         )?;
     }
+    ffi::cmdinfo::set_command_info(ctx, policy::CONTAINER, Keys::None, &policy::CONTAINER_DOC)?;
     Ok(())
 }
 
 /// `INFO ratelimit`: one line per counted command, in table order,
 /// `ratelimit_<command>:calls=..,granted=..,denied=..,shadow_denied=..`, the command's name
-/// with `_` for `.` (`ratelimit_rl_gcra`); then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,
-/// dropped=..` for `RL.ACQUIRE ... WAIT`.
+/// with `_` for `.` (`ratelimit_rl_gcra`); then the named policies
+/// (`ratelimit_policies:<count>`, `ratelimit_policies_checksum:<hex>`,
+/// `ratelimit_policy_<name>_calls:<n>` and the other counters of `core::policy::STAT_NAMES`);
+/// then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..` for
+/// `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -162,6 +179,14 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
             .build_dictionary()?;
     }
     let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+    for (name, value) in policy_state::info_fields() {
+        section = match value {
+            policy_state::InfoValue::Int(v) => {
+                section.field(&name, i64::try_from(v).unwrap_or(i64::MAX))?
+            }
+            policy_state::InfoValue::Text(t) => section.field(&name, t)?,
+        };
+    }
     section = section
         .add_dictionary("rl_acquire_wait")
         .field("waiting", count(&stats::WAIT_WAITING))?
@@ -204,14 +229,22 @@ mod tests {
             "rl.info",
             "rl._restore",
             "rl._set",
+            "rl.limit",
+            "rl.policy|set",
+            "rl.policy|get",
+            "rl.policy|del",
+            "rl.policy|list",
+            "rl.policy|dump",
+            "rl.policy|restore",
+            "rl.policy|help",
         ] {
             assert!(names.contains(&name), "{name}");
         }
     }
 
     /// Each row's docs: a summary and a complexity, and an arity that its arguments give (the
-    /// name, then each required argument, two for one with a token; negative when any argument
-    /// is optional or repeats, or the shared options follow).
+    /// name — and a subcommand's name —, then each required argument, two for one with a token;
+    /// negative when any argument is optional or repeats, or the shared options follow).
     #[test]
     fn every_command_has_docs_that_match_its_arity() {
         for c in &COMMANDS {
@@ -226,15 +259,20 @@ mod tests {
                 .map(|a| if a.token.is_some() { 2 } else { 1 })
                 .sum();
             let open = d.shared_options || d.args.iter().any(|a| a.optional || a.multiple);
-            let arity = 1 + required;
+            let arity = 1 + i32::from(c.is_subcommand()) + required;
             assert_eq!(d.arity, if open { -arity } else { arity }, "{name}");
-            // The key: the first argument, or after `numkeys` for a command with many.
+            // The key: the first argument, or after `numkeys` for a command with many; none
+            // for a command without keys.
             let key_at = usize::from(matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys));
-            assert_eq!(
-                d.args.get(key_at).map(|a| a.kind),
-                Some(ArgType::Key),
-                "{name}"
-            );
+            if c.keys == Keys::None {
+                assert!(d.args.iter().all(|a| a.kind != ArgType::Key), "{name}");
+            } else {
+                assert_eq!(
+                    d.args.get(key_at).map(|a| a.kind),
+                    Some(ArgType::Key),
+                    "{name}"
+                );
+            }
             // A command's own options are not the shared ones as well.
             if d.shared_options {
                 for a in d.args.iter().filter(|a| a.token.is_some()) {
@@ -256,10 +294,18 @@ mod tests {
         let has = |list: &CStr, word: &str| list.to_str().unwrap().split(' ').any(|w| w == word);
         for c in &COMMANDS {
             let name = c.name_str();
-            let reads = matches!(c.keys, Keys::Read | Keys::ReadNumkeys);
+            let reads = match c.keys {
+                Keys::Read | Keys::ReadNumkeys => true,
+                Keys::None => has(c.flags, "readonly"),
+                _ => false,
+            };
             assert_eq!(has(c.flags, "readonly"), reads, "{name}");
             assert_eq!(has(c.flags, "write"), !reads, "{name}");
-            assert_eq!(has(c.acl, "read"), reads, "{name}");
+            assert_eq!(
+                has(c.acl, "read"),
+                reads && c.in_module_category(),
+                "{name}"
+            );
             assert_eq!(
                 has(c.acl, "write"),
                 !reads && c.in_module_category(),
@@ -272,7 +318,7 @@ mod tests {
                 matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys),
                 "{name}"
             );
-            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys) {
+            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys | Keys::None) {
                 (0, 0, 0)
             } else {
                 (1, 1, 1)
@@ -282,11 +328,13 @@ mod tests {
     }
 
     /// SPEC "ACL": the internal commands that write raw state are `@admin @dangerous` and in no
-    /// other category (not the module's); every other command is in `@write` or `@read` and in
-    /// the module's category, and none is `@admin` or `@dangerous`.
+    /// other category (not the module's); policy administration (RL.POLICY SET, DEL, DUMP,
+    /// RESTORE) is `@admin` alone; every other command is in `@write` or `@read` and in the
+    /// module's category, and none is `@admin` or `@dangerous`.
     #[test]
     fn only_the_internal_commands_are_admin_and_outside_the_module_category() {
         let mut internal = 0;
+        let mut admin = Vec::new();
         for c in &COMMANDS {
             let name = c.name_str();
             let cats: Vec<&str> = c.acl.to_str().unwrap().split(' ').collect();
@@ -294,6 +342,10 @@ mod tests {
                 internal += 1;
                 assert_eq!(cats, ["admin", "dangerous"], "{name}");
                 assert!(!c.in_module_category(), "{name}");
+            } else if cats.contains(&"admin") {
+                assert_eq!(cats, ["admin"], "{name}");
+                assert!(!c.in_module_category(), "{name}");
+                admin.push(name);
             } else {
                 assert!(
                     cats.iter().any(|c| *c == "write" || *c == "read"),
@@ -307,16 +359,26 @@ mod tests {
             }
         }
         assert_eq!(internal, 2);
+        assert_eq!(
+            admin,
+            [
+                "rl.policy|set",
+                "rl.policy|del",
+                "rl.policy|dump",
+                "rl.policy|restore"
+            ]
+        );
     }
 
     /// INFO counters: every command applications call to change or judge a limiter is counted,
-    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO and the
-    /// internal commands are not.
+    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO, the
+    /// internal commands and RL.POLICY's subcommands (counted per policy instead) are not.
     #[test]
     fn every_command_but_rl_info_and_the_internal_ones_is_counted() {
         for c in &COMMANDS {
             let name = c.name_str();
-            let uncounted = name == "rl.info" || name.starts_with("rl._");
+            let uncounted =
+                name == "rl.info" || name.starts_with("rl._") || name.starts_with("rl.policy|");
             match c.stats.name {
                 None => assert!(uncounted, "{name} has no INFO counters"),
                 Some(stat) => {

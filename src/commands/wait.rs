@@ -24,7 +24,7 @@ use redis_module::{Context, RedisString};
 use crate::commands::acquire_args::{Wait, parse_acquire};
 use crate::commands::evaluation::Evaluation;
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{Parsed, evaluation_time, reply_decision, reply_detail};
+use crate::commands::{Parsed, detail, evaluation_time, reply_decision, reply_detail};
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::{Concurrency, ConcurrencyParams, holds};
@@ -55,6 +55,8 @@ struct Call {
     argv: Vec<Vec<u8>>,
     params: ConcurrencyParams,
     cost: u64,
+    /// The call asked for the detailed reply (`DETAIL`).
+    detail: bool,
 }
 
 thread_local! {
@@ -103,21 +105,55 @@ pub fn yields_turn(
 
 /// The reply of a call that asked for units and yielded its turn to the waiters (judged as a
 /// `PEEK`, [`yields_turn`]): denied, with a retry of at least 1 ms. Whether it was so.
-pub fn deny_yielded(d: &mut Decision, yields: bool, cost: u64) -> bool {
+pub fn deny_yielded(v: &mut Verdict, yields: bool, cost: u64) -> bool {
     let yielded = yields && cost > 0;
     if yielded {
-        d.granted = 0;
-        d.retry_after_ms = d.retry_after_ms.max(1);
+        *v = denied_in_turn(*v);
     }
     yielded
+}
+
+/// `v`, a verdict that may have granted, denied because an earlier waiter holds the turn: no
+/// units, and a retry of at least 1 ms (replies round it up) unless it can never be granted.
+fn denied_in_turn(v: Verdict) -> Verdict {
+    let retry = match v.retry {
+        Retry::Never => Retry::Never,
+        Retry::Granted => Retry::After(1),
+        Retry::After(us) => Retry::After(us.max(1)),
+    };
+    Verdict {
+        granted: 0,
+        retry,
+        ..v
+    }
 }
 
 /// What a waiting client is sent.
 pub enum WaitReply {
     /// The limiter reply: granted, or denied at the end of the wait.
     Decision(Decision),
+    /// The detailed reply, for a call with `DETAIL`: the key's name, the cost, the verdict and
+    /// why.
+    Detail(Vec<u8>, u64, Verdict, Reason),
     /// An error met when it was served (the key changed type).
     Error(String),
+}
+
+impl WaitReply {
+    /// The reply of a call of `cost` on `key`: `verdict`, for `reason`, detailed if the call
+    /// asked for it.
+    fn of(detail: bool, key: &Key, cost: u64, verdict: Verdict, reason: Reason) -> WaitReply {
+        if detail {
+            WaitReply::Detail(key.1.clone(), cost, verdict, reason)
+        } else {
+            WaitReply::Decision(Decision::from(verdict))
+        }
+    }
+
+    /// `call`'s reply on `key` ([`Self::of`]).
+    fn to(call: &Call, key: &Key, verdict: Verdict, reason: Reason) -> WaitReply {
+        WaitReply::of(call.detail, key, call.cost, verdict, reason)
+    }
 }
 
 /// The hooks of `ffi::wait`.
@@ -129,6 +165,11 @@ impl WaitHooks for Hooks {
     fn reply(ctx: &Context, r: &WaitReply) {
         match r {
             WaitReply::Decision(d) => reply_decision(ctx, d),
+            WaitReply::Detail(key, cost, verdict, reason) => {
+                // A concurrency limiter applies over no window, and a waiting call is no
+                // shadow call (`SHADOW` never waits).
+                detail::reply_one(ctx, key, None, None, *cost, *verdict, 0, *reason, false);
+            }
             WaitReply::Error(text) => reply::error(ctx, text),
         }
     }
@@ -217,23 +258,21 @@ pub fn acquire(
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
-    let mut d = Decision::from(outcome.verdict);
-    let yielded = deny_yielded(&mut d, yields, req.cost);
-    let denied = d.granted == 0 && req.cost > 0;
     // What enforcement replies (a new lease yielding to the waiters is denied at the limit).
-    let (enforced, reason) = if yielded {
-        let v = Verdict {
-            granted: 0,
-            ..outcome.verdict
-        };
-        (v, Reason::Limit)
+    let mut enforced = outcome.verdict;
+    let yielded = deny_yielded(&mut enforced, yields, req.cost);
+    let reason = if yielded {
+        Reason::Limit
     } else {
-        (outcome.verdict, outcome.reason)
+        outcome.reason
     };
+    let denied = enforced.granted == 0 && req.cost > 0;
     // `SHADOW` never waits: a lease that does not fit is let through at once, taking nothing.
-    if req.shadow {
-        d = Decision::from(req.reply(enforced, reason).0);
-    }
+    let d = Decision::from(if req.shadow {
+        req.reply(enforced, reason).0
+    } else {
+        enforced
+    });
     if let Some(w) = wait
         && denied
         && !req.shadow
@@ -243,16 +282,9 @@ pub fn acquire(
         drop(Fate::of(ctx, existing, Write::None, 0, None));
         key.close();
         let wake_at = exact_wait(outcome.verdict.retry, now);
-        return enqueue(
-            ctx,
-            argv,
-            (db, key_name.bytes().to_vec()),
-            parsed,
-            w,
-            now,
-            wake_at,
-            &d,
-        );
+        let key = (db, key_name.bytes().to_vec());
+        let denied = WaitReply::of(parsed.opts.detail, &key, req.cost, enforced, reason);
+        return enqueue(ctx, argv, key, parsed, w, now, wake_at, denied);
     }
     let fate = Fate::of(
         ctx,
@@ -288,6 +320,7 @@ pub fn acquire(
                         &parsed.params,
                         &req,
                         (&enforced, reason, outcome.now),
+                        (None, None),
                     );
                 } else {
                     reply_decision(ctx, &d);
@@ -310,7 +343,7 @@ fn exact_wait(retry: Retry, now: Micros) -> Option<Micros> {
     }
 }
 
-/// Block the caller on `key` until its turn or `w.timeout`; `d` is its denied reply, sent
+/// Block the caller on `key` until its turn or `w.timeout`; `denied` is its denied reply, sent
 /// at once if the server gives no handle.
 #[allow(clippy::too_many_arguments)]
 fn enqueue(
@@ -321,13 +354,13 @@ fn enqueue(
     w: Wait,
     now: Micros,
     wake_at: Option<Micros>,
-    d: &Decision,
+    denied: WaitReply,
 ) -> Result<(), RlError> {
     // Deleting, expiring or renaming the key wakes its waiters: the key events must be on.
     crate::ffi::events::subscribe_key_events(ctx).map_err(RlError::Server)?;
     let Some(client) = block::block::<Hooks>(ctx) else {
         record_denied();
-        reply_decision(ctx, d);
+        Hooks::reply(ctx, &denied);
         return Ok(());
     };
     let skip = w.index..w.index.saturating_add(2);
@@ -341,6 +374,7 @@ fn enqueue(
             .collect(),
         params: parsed.params,
         cost: parsed.opts.cost,
+        detail: parsed.opts.detail,
     };
     let waiter = Waiter {
         handle: call.client.id(),
@@ -355,7 +389,7 @@ fn enqueue(
     });
     if let Some(waiter) = slot {
         record_denied();
-        block::unblock::<Hooks>(waiter.call.client, Some(WaitReply::Decision(*d)));
+        block::unblock::<Hooks>(waiter.call.client, Some(denied));
     }
     arm(ctx);
     Ok(())
@@ -450,7 +484,7 @@ fn on_timer(ctx: &Context) {
 /// End `waiter`'s wait unserved: the denied limiter reply at `now`.
 fn time_out(ctx: &Context, key: &Key, waiter: Waiter<BlockedId, Call>, now: Micros) {
     let reply = match denied_reply(ctx, key, &waiter.call, now) {
-        Ok(d) => WaitReply::Decision(d),
+        Ok((verdict, reason)) => WaitReply::to(&waiter.call, key, verdict, reason),
         Err(e) => WaitReply::Error(e.to_string()),
     };
     record_denied();
@@ -458,8 +492,13 @@ fn time_out(ctx: &Context, key: &Key, waiter: Waiter<BlockedId, Call>, now: Micr
     block::unblock::<Hooks>(waiter.call.client, Some(reply));
 }
 
-/// The reply of `call` judged on `key` at `now`, denied.
-fn denied_reply(ctx: &Context, key: &Key, call: &Call, now: Micros) -> Result<Decision, RlError> {
+/// The reply of `call` judged on `key` at `now`, denied, and why.
+fn denied_reply(
+    ctx: &Context,
+    key: &Key,
+    call: &Call,
+    now: Micros,
+) -> Result<(Verdict, Reason), RlError> {
     if !block::select_db(ctx, key.0) {
         return Err(RlError::Conflict("the database of the key is gone"));
     }
@@ -473,13 +512,11 @@ fn denied_reply(ctx: &Context, key: &Key, call: &Call, now: Micros) -> Result<De
     };
     let outcome =
         flow::apply::<Concurrency>(state.as_mut(), &call.params, &req, 0).map_err(RlError::from)?;
-    let mut d = Decision::from(outcome.verdict);
-    if d.granted > 0 {
+    if outcome.verdict.granted > 0 {
         // It fit alone, but an earlier waiter held the turn.
-        d.granted = 0;
-        d.retry_after_ms = d.retry_after_ms.max(1);
+        return Ok((denied_in_turn(outcome.verdict), Reason::Limit));
     }
-    Ok(d)
+    Ok((outcome.verdict, outcome.reason))
 }
 
 /// Grant `key`'s waiters in order while the head fits, then set when to look again.
@@ -545,7 +582,6 @@ fn grant_head(
         outcome.expires_at,
         Some(name.into()),
     );
-    let d = Decision::from(outcome.verdict);
     let tail = Tail {
         event: <Concurrency as Stored>::KIND.command_c(),
         stats: ACQUIRE_STATS.get().copied().unwrap_or(&UNCOUNTED),
@@ -574,7 +610,7 @@ fn grant_head(
     let reply = match done {
         Ok(()) => {
             stats::bump(&stats::WAIT_GRANTED);
-            WaitReply::Decision(d)
+            WaitReply::to(&head.call, key, outcome.verdict, outcome.reason)
         }
         Err(e) => WaitReply::Error(e.to_string()),
     };

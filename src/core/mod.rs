@@ -32,7 +32,7 @@
 //! - `state`: the key's value over every registered algorithm (their state types wired by
 //!   `crate::registry`, which `core` never imports);
 //! - `codec` (its bytes), `packed` (a key's value in memory, the schedules' inline),
-//!   `flow` (the per-key rules), `multi` (RL.ALL).
+//!   `flow` (the per-key rules), `multi` (RL.ALL), `policy` (named policies of RL.ALL's limiters).
 
 pub mod calendar;
 #[cfg(test)]
@@ -56,6 +56,7 @@ pub mod limiter;
 pub mod multi;
 pub mod packed;
 pub mod param;
+pub mod policy;
 pub mod settle;
 #[cfg(test)]
 mod settle_tests;

@@ -49,6 +49,11 @@ impl AnyParams {
         dispatch!(&self.0, spec => window_like(spec, now))
     }
 
+    /// A fresh limiter with these parameters, borrowed (its `params()` are these).
+    pub fn state(&self) -> &AlgoState {
+        &self.0
+    }
+
     /// A fresh limiter with these parameters.
     pub fn into_state(self) -> AlgoState {
         self.0

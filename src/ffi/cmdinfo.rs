@@ -43,26 +43,27 @@ fn raw_arg(a: &ArgDoc) -> raw::RedisModuleCommandArg {
     r
 }
 
-fn key_spec(keys: Keys) -> KeySpec {
+fn key_spec(keys: Keys) -> Option<KeySpec> {
     let flags = match keys {
         Keys::Update | Keys::Numkeys => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
         Keys::Read | Keys::ReadNumkeys => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
         Keys::Overwrite => KeySpecFlags::OVERWRITE,
+        Keys::None => return None,
     };
     if matches!(keys, Keys::Numkeys | Keys::ReadNumkeys) {
-        return KeySpec::new(
+        return Some(KeySpec::new(
             None,
             flags,
             BeginSearch::new_index(1),
             FindKeys::new_keys_num(0, 1, 1),
-        );
+        ));
     }
-    KeySpec::new(
+    Some(KeySpec::new(
         None,
         flags,
         BeginSearch::new_index(1),
         FindKeys::new_range(0, 1, 0),
-    )
+    ))
 }
 
 /// Apply `doc` and the key spec `keys` to registered command `name`.
@@ -89,7 +90,9 @@ pub fn set_command_info(
     if cmd.is_null() {
         return Err(fail("not registered"));
     }
-    let mut specs = get_redis_key_spec(vec![key_spec(keys)]);
+    let spec = key_spec(keys);
+    let has_keys = spec.is_some();
+    let mut specs = get_redis_key_spec(spec.into_iter().collect());
     let extra: &[ArgDoc] = if doc.shared_options {
         SHARED_OPTIONS
     } else {
@@ -112,7 +115,11 @@ pub fn set_command_info(
     info.complexity = doc.complexity.as_ptr();
     info.since = SINCE.as_ptr();
     info.arity = doc.arity;
-    info.key_specs = specs.as_mut_ptr();
+    info.key_specs = if has_keys {
+        specs.as_mut_ptr()
+    } else {
+        std::ptr::null_mut()
+    };
     info.args = args.as_mut_ptr();
     // SAFETY: `cmd` is our registered command; every pointer in `info` is alive for the call
     // (Redis copies what it keeps).

@@ -206,3 +206,61 @@ pub fn create(
         Status::Err
     }
 }
+
+/// Register `full` (`container|sub`, lower case) as subcommand `sub` of container command
+/// `container`, run by `handler`, with its flags and no keys; the container is created (with no
+/// handler of its own) by its first subcommand. Subcommands have their own flags and ACL
+/// categories (Redis 7.0+, Valkey).
+pub fn create_subcommand(ctx: &Context, full: &CStr, handler: Callback, flags: &CStr) -> Status {
+    let bytes = full.to_bytes();
+    let Some(bar) = bytes.iter().position(|&b| b == b'|') else {
+        return Status::Err;
+    };
+    let (Ok(container), Ok(sub)) = (
+        std::ffi::CString::new(bytes.get(..bar).unwrap_or_default()),
+        std::ffi::CString::new(bytes.get(bar.saturating_add(1)..).unwrap_or_default()),
+    ) else {
+        return Status::Err;
+    };
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let create = unsafe { raw::RedisModule_CreateCommand };
+    // SAFETY: as above.
+    let get = unsafe { raw::RedisModule_GetCommand };
+    // SAFETY: as above.
+    let create_sub = unsafe { raw::RedisModule_CreateSubcommand };
+    let (Some(create), Some(get), Some(create_sub)) = (create, get, create_sub) else {
+        return Status::Err;
+    };
+    // SAFETY: called from OnLoad with its context; the name is NUL-terminated.
+    let mut parent = unsafe { get(ctx.ctx, container.as_ptr()) };
+    if parent.is_null() {
+        // SAFETY: as above; a container has no handler, no flags and no keys.
+        let rc = unsafe { create(ctx.ctx, container.as_ptr(), None, c"".as_ptr(), 0, 0, 0) };
+        if rc != raw::REDISMODULE_OK as c_int {
+            return Status::Err;
+        }
+        // SAFETY: as above.
+        parent = unsafe { get(ctx.ctx, container.as_ptr()) };
+        if parent.is_null() {
+            return Status::Err;
+        }
+    }
+    // SAFETY: `parent` is our container command; `sub` and `flags` are NUL-terminated, and
+    // `handler` has the command handler's signature.
+    let rc = unsafe {
+        create_sub(
+            parent,
+            sub.as_ptr(),
+            Some(handler.0),
+            flags.as_ptr(),
+            0,
+            0,
+            0,
+        )
+    };
+    if rc == raw::REDISMODULE_OK as c_int {
+        Status::Ok
+    } else {
+        Status::Err
+    }
+}

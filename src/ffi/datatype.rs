@@ -1,6 +1,7 @@
 //! The `ratelimit` module data type: one [`Packed`] value per key (32 bytes, boxed).
 //!
-//! RDB, AOF rewrite and digest all use the one codec in `core::codec`.
+//! RDB, AOF rewrite and digest all use the one codec in `core::codec`. The RDB's aux data holds
+//! the named policies (module state outside the keyspace), through [`AuxHooks`] set at load.
 
 use std::os::raw::{c_char, c_int, c_void};
 
@@ -31,10 +32,10 @@ pub static RL_TYPE: RedisType = RedisType::new(
         mem_usage: Some(mem_usage),
         digest: Some(digest),
         free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
+        aux_load: Some(aux_load),
+        aux_save: Some(aux_save),
+        aux_save2: Some(aux_save2),
+        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as i32,
         free_effort: None,
         unlink: None,
         copy: Some(copy),
@@ -45,6 +46,57 @@ pub static RL_TYPE: RedisType = RedisType::new(
         copy2: None,
     },
 );
+
+/// What the RDB's aux data holds: the named policies' wire form (`core::policy`, versioned by
+/// its own format byte), given and taken by the commands layer.
+pub struct AuxHooks {
+    /// The payload to save.
+    pub save: fn() -> Vec<u8>,
+    /// Whether there is anything to save (servers with `aux_save2`, Redis 7.2+ and Valkey, then
+    /// write no aux data at all, so an RDB without policies loads where the module is absent).
+    pub any: fn() -> bool,
+    /// Replace the state with a saved payload; `false` if it is invalid (the load fails).
+    pub load: fn(&[u8]) -> bool,
+}
+
+static AUX: std::sync::OnceLock<AuxHooks> = std::sync::OnceLock::new();
+
+/// Set the aux data's hooks, once, at load.
+pub fn set_aux_hooks(hooks: AuxHooks) {
+    let _ = AUX.set(hooks);
+}
+
+unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
+    let payload = AUX.get().map(|h| (h.save)()).unwrap_or_default();
+    raw::save_slice(rdb, &payload);
+}
+
+/// `aux_save` where the server has `aux_save2`: nothing written when there is nothing to save.
+unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    if AUX.get().is_some_and(|h| (h.any)()) {
+        // SAFETY: the same call as the server's own, with its arguments.
+        unsafe { aux_save(rdb, when) };
+    }
+}
+
+unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
+    let err = raw::REDISMODULE_ERR as c_int;
+    if encver != TYPE_ENCVER {
+        return err;
+    }
+    let Ok(buf) = raw::load_string_buffer(rdb) else {
+        return err;
+    };
+    match AUX.get() {
+        Some(h) if (h.load)(buf.as_ref()) => raw::REDISMODULE_OK as c_int,
+        _ => {
+            crate::ffi::log::warning(
+                "ratelimit: the RDB's named policies (aux data) are invalid: not loaded",
+            );
+            err
+        }
+    }
+}
 
 /// The registered type pointer, for type checks and `ModuleTypeSetValue`.
 pub fn raw_type() -> *mut raw::RedisModuleType {

@@ -1,6 +1,7 @@
 //! Keyspace and server events that invalidate RL.STREAMCOUNT's running totals
-//! (`crate::tally_cache` says which and why), and that wake `RL.ACQUIRE ... WAIT` waiters on
-//! a key that may have lost its leases ([`Hooks`], set at load).
+//! (`crate::tally_cache` says which and why), that wake `RL.ACQUIRE ... WAIT` waiters on
+//! a key that may have lost its leases, and that the named policies follow (a load, the fork
+//! of an AOF rewrite) ([`Hooks`], set at load).
 //!
 //! The server events are subscribed at load (they cost nothing to other commands). The key
 //! events are subscribed by the first RL.STREAMCOUNT call or the first `WAIT` that blocks
@@ -34,6 +35,10 @@ const SERVER_EVENTS: [u64; 5] = [
     raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
 ];
+
+/// Server events for the named policies only: a fork (an AOF rewrite's needs the policies in
+/// the new incremental file).
+const POLICY_EVENTS: [u64; 1] = [raw::REDISMODULE_EVENT_FORK_CHILD];
 
 /// # Safety
 /// Called by Redis with a live context, a NUL-terminated event name and a live key string.
@@ -73,18 +78,88 @@ unsafe extern "C" fn on_key_event(
     raw::REDISMODULE_OK as c_int
 }
 
+/// A server event, as the named policies see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A load that replaces the dataset starts (RDB, AOF, a full sync from a master).
+    LoadStart,
+    /// A child process was forked (the parent's side; `aof_rewrite_in_progress` says whether
+    /// it rewrites the AOF).
+    ForkBorn,
+    /// Any other event subscribed here.
+    Other,
+}
+
 /// # Safety
-/// Called by Redis for the events subscribed below; nothing it passes is read.
+/// Called by Redis for the events subscribed below; only the event's id and subevent are read.
 unsafe extern "C" fn on_server_event(
     ctx: *mut raw::RedisModuleCtx,
-    _eid: raw::RedisModuleEvent,
-    _subevent: u64,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
     _data: *mut c_void,
 ) {
+    let context = Context::new(ctx);
+    if eid.id == raw::REDISMODULE_EVENT_FORK_CHILD {
+        if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN
+            && let Some(hooks) = HOOKS.get()
+        {
+            (hooks.policy)(&context, ServerEvent::ForkBorn);
+        }
+        return;
+    }
     tally_cache::forget_all();
     if let Some(hooks) = HOOKS.get() {
-        (hooks.server)(&Context::new(ctx));
+        (hooks.server)(&context);
+        let load_start = eid.id == raw::REDISMODULE_EVENT_LOADING
+            && matches!(
+                subevent,
+                raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+                    | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+                    | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START
+            );
+        let event = if load_start {
+            ServerEvent::LoadStart
+        } else {
+            ServerEvent::Other
+        };
+        (hooks.policy)(&context, event);
     }
+}
+
+/// Whether an AOF rewrite is in progress (`INFO persistence` `aof_rewrite_in_progress`): in
+/// the parent right after the fork of a rewrite, the server has recorded its child already.
+pub fn aof_rewrite_in_progress(ctx: &Context) -> bool {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let get = unsafe { raw::RedisModule_GetServerInfo };
+    // SAFETY: as above.
+    let field = unsafe { raw::RedisModule_ServerInfoGetFieldSigned };
+    // SAFETY: as above.
+    let free = unsafe { raw::RedisModule_FreeServerInfo };
+    let (Some(get), Some(field), Some(free)) = (get, field, free) else {
+        return false;
+    };
+    // SAFETY: `ctx` is the event's context; the section name is NUL-terminated.
+    let info = unsafe { get(ctx.ctx, c"persistence".as_ptr()) };
+    if info.is_null() {
+        return false;
+    }
+    let mut err: c_int = 0;
+    // SAFETY: `info` is the live data returned above; the field name is NUL-terminated and
+    // `err` writable.
+    let v = unsafe { field(info, c"aof_rewrite_in_progress".as_ptr(), &mut err) };
+    // SAFETY: `info` was returned by GetServerInfo for this context and is freed once.
+    unsafe { free(ctx.ctx, info) };
+    err == 0 && v == 1
+}
+
+/// Whether clients are paused (`CLIENT PAUSE`, a failover): nothing may be propagated then.
+pub fn avoid_replica_traffic() -> bool {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(avoid) = (unsafe { raw::RedisModule_AvoidReplicaTraffic }) else {
+        return false;
+    };
+    // SAFETY: takes no argument; reads the server's pause state on the main thread.
+    unsafe { avoid() != 0 }
 }
 
 /// Whether the key events are subscribed ([`subscribe_key_events`]).
@@ -122,6 +197,8 @@ pub struct Hooks {
     pub key: fn(&Context, i32, &[u8]),
     /// A server event.
     pub server: fn(&Context),
+    /// A server event, for the named policies (forks included).
+    pub policy: fn(&Context, ServerEvent),
 }
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
@@ -137,7 +214,7 @@ pub fn subscribe(ctx: &Context, hooks: Hooks) -> Result<(), String> {
     let Some(server) = server else {
         return Err("event subscriptions are not available".into());
     };
-    for id in SERVER_EVENTS {
+    for id in SERVER_EVENTS.into_iter().chain(POLICY_EVENTS) {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: `ctx` is the load context; the callback is a plain function for the module's
         // lifetime; `event` is passed by value.

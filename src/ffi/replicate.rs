@@ -153,3 +153,40 @@ pub fn replicate_xadd(ctx: &Context, key: Arg<'_>, id: &[u8], n: u64) {
         )
     };
 }
+
+/// Propagate `RL.POLICY RESTORE <payload>` (every policy), or with `MERGE` (the policies of
+/// the payload only): policies as they are, versions included.
+pub fn replicate_policies(ctx: &Context, payload: &[u8], merge: bool) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    if merge {
+        // SAFETY: format "cbc" takes a C string, a (pointer, length) buffer and a C string; all
+        // live for the call and Redis copies them.
+        unsafe {
+            f(
+                ctx.ctx,
+                c"rl.policy".as_ptr(),
+                c"cbc".as_ptr().cast::<c_char>(),
+                c"RESTORE".as_ptr(),
+                payload.as_ptr().cast::<c_char>(),
+                payload.len(),
+                c"MERGE".as_ptr(),
+            )
+        };
+    } else {
+        // SAFETY: format "cb" takes a C string and a (pointer, length) buffer; both live for the
+        // call and Redis copies them.
+        unsafe {
+            f(
+                ctx.ctx,
+                c"rl.policy".as_ptr(),
+                c"cb".as_ptr().cast::<c_char>(),
+                c"RESTORE".as_ptr(),
+                payload.as_ptr().cast::<c_char>(),
+                payload.len(),
+            )
+        };
+    }
+}

@@ -150,6 +150,11 @@ pub fn replica_matches(m: &mut Conn, r: &mut Conn) -> Result<(), String> {
     );
     let master = parts[1].clone();
     let replica = r.cmd(&["DEBUG", "DIGEST"]);
+    // The named policies too (outside the keyspace, so not in the digest), versions included.
+    let (pm, pr) = (m.cmd(&["RL.POLICY", "DUMP"]), r.cmd(&["RL.POLICY", "DUMP"]));
+    if pm != pr {
+        return Err(format!("the replica's policies differ: {pm:?} vs {pr:?}"));
+    }
     if master == replica {
         return Ok(());
     }
@@ -243,6 +248,18 @@ pub fn rewrite_aof(c: &mut Conn, dir: &Path) {
 /// only when the next thing is a `FLUSHALL`.
 pub fn round_trips(c: &mut Conn, dir: &Path) -> Result<usize, String> {
     let before = snapshot(c);
+    // The named policies (outside the keyspace) round-trip too, versions included.
+    let policies = c.cmd(&["RL.POLICY", "DUMP"]);
+    let same_policies = |c: &mut Conn, how: &str| -> Result<(), String> {
+        let now = c.cmd(&["RL.POLICY", "DUMP"]);
+        if now == policies {
+            Ok(())
+        } else {
+            Err(format!(
+                "{how}: the policies changed: {policies:?} -> {now:?}"
+            ))
+        }
+    };
     c.ok(&["CONFIG", "SET", "aof-use-rdb-preamble", "no"]);
     // Turning the AOF on rewrites it first; wait until it is on.
     c.ok(&["CONFIG", "SET", "appendonly", "yes"]);
@@ -252,6 +269,7 @@ pub fn round_trips(c: &mut Conn, dir: &Path) -> Result<usize, String> {
     rewrite_aof(c, dir);
     c.ok(&["DEBUG", "LOADAOF"]);
     let loaded = snapshot(c);
+    same_policies(c, "AOF rewrite (aof-use-rdb-preamble no) + DEBUG LOADAOF")?;
     c.ok(&["CONFIG", "SET", "appendonly", "no"]);
     compare(
         &before,
@@ -260,5 +278,6 @@ pub fn round_trips(c: &mut Conn, dir: &Path) -> Result<usize, String> {
     )?;
     c.ok(&["DEBUG", "RELOAD"]);
     compare(&before, &snapshot(c), "DEBUG RELOAD")?;
+    same_policies(c, "DEBUG RELOAD")?;
     Ok(before.keys.len())
 }
