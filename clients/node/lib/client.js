@@ -21,11 +21,20 @@ function transport(client) {
   throw new TypeError("expected an ioredis client (call) or a node-redis client (sendCommand)");
 }
 
+// The same, with bulk replies as Buffers (RL.POLICY DUMP's binary payload).
+function bufferTransport(client) {
+  if (typeof client.callBuffer === "function") return (args) => client.callBuffer(...args);
+  // node-redis: blob strings (RESP type 36) as Buffers.
+  return (args) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
+    { typeMapping: { 36: Buffer } });
+}
+
 class RateLimiter {
   /** @param client an ioredis Redis/Cluster or a node-redis client (RESP2 or RESP3). */
   constructor(client) {
     this.client = client;
     this.send = transport(client);
+    this.sendBuffer = bufferTransport(client);
   }
 
   async result(args, cost) {
@@ -43,21 +52,49 @@ class RateLimiter {
   sliding(key, limit, window, opts = {}) { return this.apply(key, c.limiters.sliding(limit, window, opts), opts); }
   slidingCounter(key, limit, window, opts) { return this.apply(key, c.limiters.slidingCounter(limit, window), opts); }
 
-  /** RL.ALL: every limiter grants or none is charged. `limiters`: {key: spec} or [[key, spec], ...]. */
+  /** RL.ALL: every limiter grants or none is charged. `limiters`: {key: spec} or [[key, spec], ...];
+   * with opts.policy, the keys, one per limiter of the named policy (POLICY name). */
   all(limiters, opts = {}) {
-    return this.result(["RL.ALL", ...c.allArgs(limiters), ...c.optionArgs(opts)], opts.cost ?? 1);
+    return this.result(["RL.ALL", ...c.allOrPolicyArgs(limiters, opts.policy), ...c.optionArgs(opts)], opts.cost ?? 1);
   }
 
   /** RL.CHECK: the PEEK reply from a read-only command. */
   check(key, spec, opts = {}) {
-    const o = { cost: opts.cost, bestEffort: opts.bestEffort, detail: opts.detail, at: opts.at };
+    const o = { cost: opts.cost, bestEffort: opts.bestEffort, shadow: opts.shadow, detail: opts.detail, at: opts.at };
     return this.result(["RL.CHECK", key, ...c.specArgs(spec), ...c.optionArgs(o)], opts.cost ?? 1);
   }
 
   /** RL.CHECKALL: the PEEK reply of all() from a read-only command (runs on replicas). */
   checkAll(limiters, opts = {}) {
-    const o = { cost: opts.cost, detail: opts.detail, at: opts.at };
-    return this.result(["RL.CHECKALL", ...c.allArgs(limiters), ...c.optionArgs(o)], opts.cost ?? 1);
+    const o = { cost: opts.cost, shadow: opts.shadow, detail: opts.detail, at: opts.at };
+    return this.result(["RL.CHECKALL", ...c.allOrPolicyArgs(limiters, opts.policy), ...c.optionArgs(o)], opts.cost ?? 1);
+  }
+
+  /** RL.LIMIT key policy: the named one-limiter policy on key, with the options and reply of its
+   * limiter's own command. */
+  limit(key, policy, opts = {}) {
+    return this.result(["RL.LIMIT", key, String(policy), ...c.optionArgs(opts)], opts.cost ?? 1);
+  }
+
+  /** RL.POLICY SET: define or replace a policy; resolves to its version. */
+  async policySet(name, limiters, opts = {}) {
+    return Number(await this.send(c.policySetArgs(name, limiters, opts)));
+  }
+  /** RL.POLICY GET: { name, args, shadow, desc }, null for an unknown name. */
+  async policyGet(name) { return c.parsePolicy(name, await this.send(["RL.POLICY", "GET", name])); }
+  /** RL.POLICY DEL: true if the policy existed. */
+  async policyDel(name) { return Number(await this.send(["RL.POLICY", "DEL", name])) === 1; }
+  /** RL.POLICY LIST: { name: version }. */
+  async policyList() { return c.parsePolicyList(await this.send(["RL.POLICY", "LIST"])); }
+  /** RL.POLICY DUMP: every policy as one binary payload (a Buffer). */
+  async policyDump() {
+    const reply = await this.sendBuffer(["RL.POLICY", "DUMP"]);
+    return Buffer.isBuffer(reply) ? reply : Buffer.from(String(reply));
+  }
+  /** RL.POLICY RESTORE payload [MERGE]: replace every policy with the payload's, or with
+   * merge add or replace only the payload's. */
+  async policyRestore(payload, opts = {}) {
+    await this.send(["RL.POLICY", "RESTORE", payload, ...(opts.merge ? ["MERGE"] : [])]);
   }
 
   async refund(key, units, opts = {}) {
@@ -81,7 +118,7 @@ class RateLimiter {
 
   acquire(key, limit, lease, id, opts = {}) {
     const s = c.limiters.concurrency(limit, lease);
-    const o = { cost: opts.cost, peek: opts.peek, block: opts.block, detail: opts.detail, at: opts.at };
+    const o = { cost: opts.cost, peek: opts.peek, shadow: opts.shadow, block: opts.block, detail: opts.detail, at: opts.at };
     const wait = opts.wait == null ? [] : ["WAIT", c.durationArg(opts.wait)];
     return this.result(["RL.ACQUIRE", key, ...s.params, "ID", id, ...c.optionArgs(o), ...wait], opts.cost ?? 1);
   }

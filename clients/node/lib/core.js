@@ -220,14 +220,15 @@ const limiters = {
     spec("RL.ACQUIRE", "CONCURRENCY", count(limit, "limit"), 0, [String(limit), durationArg(lease)], o),
 };
 
-/** The shared options of the limiter commands: cost, peek, bestEffort, dedup, hold, block,
- * delay, detail, at. */
+/** The shared options of the limiter commands: cost, peek, shadow, bestEffort, dedup, hold,
+ * block, delay, detail, at. */
 function optionArgs(o = {}) {
   const out = [];
   const cost = o.cost == null ? 1 : count(o.cost, "cost", 0);
   if (o.hold != null && o.dedup == null) throw new RangeError("hold needs dedup: a reservation is settled by its id");
   if (cost !== 1) out.push("COST", String(cost));
   if (o.peek) out.push("PEEK");
+  if (o.shadow) out.push("SHADOW");
   if (o.bestEffort) out.push("BESTEFFORT");
   if (o.dedup != null) out.push("DEDUP", o.dedup);
   if (o.hold != null) out.push("HOLD", durationArg(o.hold));
@@ -240,6 +241,76 @@ function optionArgs(o = {}) {
 
 const atArgs = (o = {}) => (o.at == null ? [] : ["AT", timeArg(o.at)]);
 
+/** numkeys key [key ...] then the limiters, or POLICY name with the keys (one per limiter of the
+ * policy, in order). */
+function allOrPolicyArgs(list, policy) {
+  if (policy == null) {
+    if (Array.isArray(list) && list.some((p) => !Array.isArray(p))) {
+      throw new TypeError("pass the limiters ({key: spec} or [[key, spec], ...]), or the keys with policy");
+    }
+    return allArgs(list);
+  }
+  if (!Array.isArray(list) || !list.every((k) => typeof k === "string" || Buffer.isBuffer(k))) {
+    throw new TypeError("with policy, pass the keys: an array, one key per limiter of the policy");
+  }
+  if (list.length === 0) throw new RangeError("RL.ALL needs at least one key");
+  return [String(list.length), ...list, "POLICY", String(policy)];
+}
+
+// A policy's limiters as RL.ALL writes them: the word and its positional arguments, then
+// options of one value each (RL.POLICY GET is read with these).
+const ARITY = { GCRA: 3, TOKENBUCKET: 3, LEAKYBUCKET: 3, FIXED: 2, SLIDING: 2, SLIDINGCOUNTER: 2, CONCURRENCY: 2 };
+const LIMITER_OPTIONS = new Set(["CHARGE", "NAME", "OFFSET", "TZ", "ANCHOR", "PRECISION"]);
+
+/** RL.POLICY GET: null for an unknown policy, else { name, args, shadow, desc }: the arguments of
+ * the SET that made it (after the name), read limiter by limiter for SHADOW and DESC text. */
+function parsePolicy(name, reply) {
+  if (reply == null) return null;
+  if (!Array.isArray(reply)) throw new TypeError(`not an RL.POLICY GET reply: ${String(reply)}`);
+  const args = reply.map(text);
+  let shadow = false;
+  let desc = null;
+  for (let i = 0; i < args.length;) {
+    const word = args[i].toUpperCase();
+    if (word === "SHADOW") {
+      shadow = true;
+      i += 1;
+    } else if (word === "DESC" && i + 1 < args.length) {
+      desc = args[i + 1];
+      i += 2;
+    } else if (word in ARITY) {
+      i += 1 + ARITY[word];
+      while (i + 1 < args.length && LIMITER_OPTIONS.has(args[i].toUpperCase())) i += 2;
+    } else {
+      break;
+    }
+  }
+  return Object.freeze({ name: text(name), args: Object.freeze(args), shadow, desc });
+}
+
+/** RL.POLICY LIST: { name: version } (RESP2 flat pairs, RESP3 a map). */
+function parsePolicyList(reply) {
+  if (Array.isArray(reply) && reply.length === 0) return {};
+  const d = named(reply);
+  if (!d) throw new TypeError(`not an RL.POLICY LIST reply: ${String(reply)}`);
+  const out = {};
+  for (const [k, v] of Object.entries(d)) out[k] = int(v);
+  return out;
+}
+
+/** RL.POLICY SET name limiter [limiter ...] [SHADOW] [DESC text]. */
+function policySetArgs(name, limiters, o = {}) {
+  const specs = Array.isArray(limiters) ? limiters : [limiters];
+  if (specs.length === 0) throw new RangeError("a policy needs at least one limiter");
+  if (!specs.every((s) => s && typeof s.word === "string" && Array.isArray(s.params))) {
+    throw new TypeError("a policy's limiters are limiter specifications (gcra(...), fixed(...))");
+  }
+  const out = ["RL.POLICY", "SET", String(name), ...specs.flatMap(specArgs)];
+  if (o.shadow) out.push("SHADOW");
+  if (o.desc != null) out.push("DESC", o.desc);
+  return out;
+}
+
 function allArgs(list) {
   const pairs = Array.isArray(list) ? list : Object.entries(list);
   if (pairs.length === 0) throw new RangeError("RL.ALL needs at least one limiter");
@@ -248,6 +319,7 @@ function allArgs(list) {
 
 module.exports = {
   Result, parseResult, parseOptionalResult, parseSettle, settleArgs, parseInfo, parseThrottle, parseStreamCount,
-  durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, specArgs, limiters, count,
+  durationArg, durationMs, timeArg, optionArgs, atArgs, allArgs, allOrPolicyArgs, specArgs, limiters, count,
+  parsePolicy, parsePolicyList, policySetArgs,
   named: named_, CALENDAR,
 };

@@ -20,6 +20,8 @@ function withTimeout(promise, ms) {
  * through when Redis does not answer within `timeout` ms, "closed" (the default) answers 503.
  * detail: true asks RL.ALL for a detailed reply, each limiter named by its name in `limits` (a
  * single one "default"), so that the headers carry one item per limiter from the reply.
+ * shadow: true makes every call with SHADOW (to roll a limit out): charged as enforced, never
+ * denied, the headers as the module replies (no Retry-After).
  */
 function rateLimit(options) {
   const { limiter, limits } = options;
@@ -32,6 +34,7 @@ function rateLimit(options) {
   const prefix = options.prefix ?? "rl:";
   const single = typeof limits.word === "string";
   const detail = Boolean(options.detail);
+  const shadow = Boolean(options.shadow);
   const namedSpecs = detail
     ? (single ? [["", named(limits, "default")]] : Object.entries(limits).map(([n, s]) => [n, named(s, n)]))
     : null;
@@ -43,10 +46,10 @@ function rateLimit(options) {
       const client = String(await key(req));
       units = Number(await cost(req));
       const call = detail
-        ? limiter.all(namedSpecs.map(([n, s]) => [single ? `${prefix}${client}` : `${prefix}{${client}}:${n}`, s]), { cost: units, detail: true })
+        ? limiter.all(namedSpecs.map(([n, s]) => [single ? `${prefix}${client}` : `${prefix}{${client}}:${n}`, s]), { cost: units, detail: true, shadow })
         : single
-        ? limiter.apply(`${prefix}${client}`, limits, { cost: units })
-        : limiter.all(Object.entries(limits).map(([n, s]) => [`${prefix}{${client}}:${n}`, s]), { cost: units });
+        ? limiter.apply(`${prefix}${client}`, limits, { cost: units, shadow })
+        : limiter.all(Object.entries(limits).map(([n, s]) => [`${prefix}{${client}}:${n}`, s]), { cost: units, shadow });
       result = await withTimeout(call, timeout);
     } catch (err) {
       if (onError === "open") return next();

@@ -121,6 +121,9 @@ export declare function durationMs(d: Duration): number;
 export interface LimiterOptions {
   cost?: number;
   peek?: boolean;
+  /** SHADOW: evaluated and charged as an enforced call (one enforcement would deny charges
+   * nothing) but never denied; under detail, reason "shadow" and deniedBy the would-be denier. */
+  shadow?: boolean;
   bestEffort?: boolean;
   dedup?: string | Buffer;
   /** HOLD ttl (needs dedup): the units granted are a reservation under the dedup id, settled
@@ -138,11 +141,36 @@ export interface DelayOptions {
   delay?: Duration;
 }
 
-export interface CheckOptions { cost?: number; bestEffort?: boolean; at?: Time; detail?: boolean }
-export interface CheckAllOptions { cost?: number; at?: Time; detail?: boolean }
+/** RL.ALL / RL.CHECKALL under a named policy: pass the keys (one per limiter of the policy, in
+ * order) in place of the limiters. */
+export interface PolicyOption {
+  policy?: string;
+}
+
+/** A named policy as RL.POLICY GET replies it. */
+export interface PolicyDefinition {
+  readonly name: string;
+  /** The arguments of the RL.POLICY SET that made it, after the name, as given. */
+  readonly args: readonly string[];
+  /** SHADOW: no call under it is denied. */
+  readonly shadow: boolean;
+  /** DESC text. */
+  readonly desc: string | null;
+}
+
+export interface PolicySetOptions {
+  /** SHADOW: every call under the policy behaves as with the shadow option. */
+  shadow?: boolean;
+  desc?: string;
+}
+
+export interface CheckOptions { cost?: number; bestEffort?: boolean; shadow?: boolean; at?: Time; detail?: boolean }
+export interface CheckAllOptions { cost?: number; shadow?: boolean; at?: Time; detail?: boolean }
 export interface AcquireOptions {
   cost?: number;
   peek?: boolean;
+  /** SHADOW: a lease that does not fit is let through, recorded nowhere. */
+  shadow?: boolean;
   block?: Duration;
   at?: Time;
   detail?: boolean;
@@ -177,9 +205,26 @@ export declare class RateLimiter {
   sliding(key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }): Promise<Result>;
   slidingCounter(key: Key, limit: number, window: Duration, options?: LimiterOptions): Promise<Result>;
   all(limiters: Limiters, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  /** RL.ALL numkeys key [key ...] POLICY name: one key per limiter of the policy, in order. */
+  all(keys: readonly Key[], options: LimiterOptions & DelayOptions & { policy: string }): Promise<Result>;
   check(key: Key, spec: Limiter, options?: CheckOptions): Promise<Result>;
   /** RL.CHECKALL: would all() grant this request? Read-only, runs on replicas. */
   checkAll(limiters: Limiters, options?: CheckAllOptions): Promise<Result>;
+  checkAll(keys: readonly Key[], options: CheckAllOptions & { policy: string }): Promise<Result>;
+  /** RL.LIMIT key policy: the named one-limiter policy on key, with its limiter's options and reply. */
+  limit(key: Key, policy: string, options?: LimiterOptions & DelayOptions): Promise<Result>;
+  /** RL.POLICY SET: define or replace a policy (name: 1-64 of a-z, 0-9, _); resolves to its version. */
+  policySet(name: string, limiters: Limiter | readonly Limiter[], options?: PolicySetOptions): Promise<number>;
+  /** RL.POLICY GET: null for an unknown name. */
+  policyGet(name: string): Promise<PolicyDefinition | null>;
+  /** RL.POLICY DEL: true if the policy existed; later calls under it fail naming it. */
+  policyDel(name: string): Promise<boolean>;
+  /** RL.POLICY LIST: every policy's name and version. */
+  policyList(): Promise<Record<string, number>>;
+  /** RL.POLICY DUMP: every policy as one binary payload. */
+  policyDump(): Promise<Buffer>;
+  /** RL.POLICY RESTORE: replace every policy with the payload's, or (merge) add or replace only those. */
+  policyRestore(payload: Buffer, options?: { merge?: boolean }): Promise<void>;
   refund(key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }): Promise<Result | null>;
   /** RL.SETTLE: settle the reservation id (hold + dedup) with the units really used, one per
    * key: below the held units the difference comes back, above them the extra is charged (debt).
@@ -218,6 +263,9 @@ export interface RateLimitMiddlewareOptions<Req = any> {
   /** Ask for detailed replies (every limit through RL.ALL, each named by its name in limits, a
    * single one "default"): the headers then carry one item per limiter from the reply. */
   detail?: boolean;
+  /** SHADOW on every call (to roll a limit out): charged as enforced, never denied; the headers
+   * as the module replies. */
+  shadow?: boolean;
 }
 
 /** Express middleware; sets req.rateLimit to the Result. */
@@ -260,9 +308,14 @@ export declare const RateLimitModule: {
   fixed: ModuleCommand<[key: Key, limit: number, window: Duration | Calendar, options?: LimiterOptions & FixedOptions], Result>;
   sliding: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions & { precision?: Duration }], Result>;
   slidingCounter: ModuleCommand<[key: Key, limit: number, window: Duration, options?: LimiterOptions], Result>;
-  all: ModuleCommand<[limiters: Limiters, options?: LimiterOptions & DelayOptions], Result>;
+  all: ModuleCommand<[limiters: Limiters | readonly Key[], options?: LimiterOptions & DelayOptions & PolicyOption], Result>;
   check: ModuleCommand<[key: Key, spec: Limiter, options?: CheckOptions], Result>;
-  checkAll: ModuleCommand<[limiters: Limiters, options?: CheckAllOptions], Result>;
+  checkAll: ModuleCommand<[limiters: Limiters | readonly Key[], options?: CheckAllOptions & PolicyOption], Result>;
+  limit: ModuleCommand<[key: Key, policy: string, options?: LimiterOptions & DelayOptions], Result>;
+  policySet: ModuleCommand<[name: string, limiters: Limiter | readonly Limiter[], options?: PolicySetOptions], number>;
+  policyGet: ModuleCommand<[name: string], PolicyDefinition | null>;
+  policyDel: ModuleCommand<[name: string], boolean>;
+  policyList: ModuleCommand<[], Record<string, number>>;
   refund: ModuleCommand<[key: Key, units: number, options?: { dedup?: string | Buffer; at?: Time }], Result | null>;
   settle: ModuleCommand<[keys: readonly Key[], id: string | Buffer, units: readonly number[], options?: { at?: Time }], (Result | null)[]>;
   block: ModuleCommand<[key: Key, duration: Duration, options?: { at?: Time }], number>;

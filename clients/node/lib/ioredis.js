@@ -8,6 +8,7 @@ const TRANSFORMERS = {
   "rl.gcra": c.parseResult, "rl.tokenbucket": c.parseResult, "rl.leakybucket": c.parseResult,
   "rl.fixed": c.parseResult, "rl.sliding": c.parseResult, "rl.slidingcounter": c.parseResult,
   "rl.all": c.parseResult, "rl.check": c.parseResult, "rl.checkall": c.parseResult, "rl.acquire": c.parseResult,
+  "rl.limit": c.parseResult,
   "rl.refund": (r) => c.parseOptionalResult(r), "rl.settle": c.parseSettle,
   "rl.info": c.parseInfo, "cl.throttle": c.parseThrottle, "rl.streamcount": c.parseStreamCount,
   "rl.block": Number, "rl.unblock": (r) => Number(r) === 1, "rl.release": Number,

@@ -31,7 +31,7 @@ const RateLimitModule = {
   all: {
     IS_READ_ONLY: false,
     parseCommand(parser, limiters, opts = {}) {
-      const args = c.allArgs(limiters);
+      const args = c.allOrPolicyArgs(limiters, opts.policy);
       const n = Number(args[0]);
       parser.push("RL.ALL", args[0]);
       parser.pushKeys(args.slice(1, 1 + n));
@@ -45,7 +45,7 @@ const RateLimitModule = {
     parseCommand(parser, key, spec, opts = {}) {
       parser.push("RL.CHECK");
       parser.pushKey(key);
-      parser.push(...c.specArgs(spec), ...c.optionArgs({ cost: opts.cost, bestEffort: opts.bestEffort, detail: opts.detail, at: opts.at }));
+      parser.push(...c.specArgs(spec), ...c.optionArgs({ cost: opts.cost, bestEffort: opts.bestEffort, shadow: opts.shadow, detail: opts.detail, at: opts.at }));
       parser.preserve = opts.cost ?? 1;
     },
     transformReply: both((r, cost) => c.parseResult(r, cost)),
@@ -53,14 +53,44 @@ const RateLimitModule = {
   checkAll: {
     IS_READ_ONLY: true,
     parseCommand(parser, limiters, opts = {}) {
-      const args = c.allArgs(limiters);
+      const args = c.allOrPolicyArgs(limiters, opts.policy);
       const n = Number(args[0]);
       parser.push("RL.CHECKALL", args[0]);
       parser.pushKeys(args.slice(1, 1 + n));
-      parser.push(...args.slice(1 + n), ...c.optionArgs({ cost: opts.cost, detail: opts.detail, at: opts.at }));
+      parser.push(...args.slice(1 + n), ...c.optionArgs({ cost: opts.cost, shadow: opts.shadow, detail: opts.detail, at: opts.at }));
       parser.preserve = opts.cost ?? 1;
     },
     transformReply: both((r, cost) => c.parseResult(r, cost)),
+  },
+  limit: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, key, policy, opts = {}) {
+      parser.push("RL.LIMIT");
+      parser.pushKey(key);
+      parser.push(String(policy), ...c.optionArgs(opts));
+      parser.preserve = opts.cost ?? 1;
+    },
+    transformReply: both((r, cost) => c.parseResult(r, cost)),
+  },
+  policySet: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, name, limiters, opts = {}) { parser.push(...c.policySetArgs(name, limiters, opts)); },
+    transformReply: both(Number),
+  },
+  policyGet: {
+    IS_READ_ONLY: true,
+    parseCommand(parser, name) { parser.push("RL.POLICY", "GET", name); parser.preserve = name; },
+    transformReply: both((r, name) => c.parsePolicy(name, r)),
+  },
+  policyDel: {
+    IS_READ_ONLY: false,
+    parseCommand(parser, name) { parser.push("RL.POLICY", "DEL", name); },
+    transformReply: both((r) => Number(r) === 1),
+  },
+  policyList: {
+    IS_READ_ONLY: true,
+    parseCommand(parser) { parser.push("RL.POLICY", "LIST"); },
+    transformReply: both(c.parsePolicyList),
   },
   refund: {
     IS_READ_ONLY: false,
@@ -98,7 +128,7 @@ const RateLimitModule = {
       const s = c.limiters.concurrency(limit, lease);
       parser.push("RL.ACQUIRE");
       parser.pushKey(key);
-      parser.push(...s.params, "ID", id, ...c.optionArgs({ cost: opts.cost, peek: opts.peek, block: opts.block, detail: opts.detail, at: opts.at }));
+      parser.push(...s.params, "ID", id, ...c.optionArgs({ cost: opts.cost, peek: opts.peek, shadow: opts.shadow, block: opts.block, detail: opts.detail, at: opts.at }));
       if (opts.wait != null) parser.push("WAIT", c.durationArg(opts.wait));
       parser.preserve = opts.cost ?? 1;
     },

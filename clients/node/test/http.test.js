@@ -224,3 +224,41 @@ for (const state of ["down", "paused"]) {
     });
   }
 }
+
+test("express middleware with shadow: nothing denied, charged as enforced, headers as the reply", async () => {
+  const client = new Redis(server.port, "127.0.0.1");
+  const app = express();
+  const limiter = new rl.RateLimiter(client);
+  // 2 per 10 s (one unit back every 5 s, fresh after 10 s).
+  app.use("/one", rl.rateLimit({ limiter, key: (req) => req.get("X-Api-Key"), shadow: true, limits: rl.gcra(2, 2, "10s"), prefix: "sh:" }));
+  app.use("/many", rl.rateLimit({
+    limiter, key: (req) => req.get("X-Api-Key"), shadow: true, detail: true, prefix: "shm:",
+    limits: { burst: rl.gcra(2, 2, "10s"), daily: rl.fixed(1, "1d") },
+  }));
+  app.get(["/one", "/many"], (req, res) => res.send("ok"));
+  const http = await listen(app);
+  try {
+    const statuses = [];
+    let res;
+    for (let i = 0; i < 3; i++) {
+      res = await get(http.base, "/one", "s");
+      statuses.push(res.status);
+    }
+    // The third would be denied: let through, no Retry-After, nothing left, fresh in 10 s.
+    assert.deepEqual(statuses, [200, 200, 200]);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.ok(['"default";r=0;t=10', '"default";r=0;t=9'].includes(res.headers.get("ratelimit")), res.headers.get("ratelimit"));
+    // Charged as enforced: the two granted units are used, an enforced call is denied.
+    assert.equal((await limiter.gcra("sh:s", 2, 2, "10s", { peek: true })).allowed, false);
+    // Several limits in detail: daily (1 a day) would deny the second request; let through, it
+    // charges nothing (burst keeps the first request's unit, back in 5 s).
+    await get(http.base, "/many", "m");
+    res = await get(http.base, "/many", "m");
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.match(res.headers.get("ratelimit"), /^"burst";r=1;t=(4|5),"daily";r=0;t=[0-9]+$/);
+  } finally {
+    await http.close();
+    client.disconnect();
+  }
+});

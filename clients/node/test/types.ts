@@ -5,7 +5,7 @@ import express from "express";
 import { rateLimit as expressRateLimit } from "express-rate-limit";
 import {
   RateLimiter, RateLimitModule, RateLimitStore, Result, gcra, fixed, rateLimit, rateLimitHeaders,
-  installIoredis, RateLimitExceeded, tokenBucket, LimiterDetail, Reason,
+  installIoredis, RateLimitExceeded, tokenBucket, LimiterDetail, Reason, PolicyDefinition,
 } from "redis-ratelimit-client";
 
 async function usage(): Promise<void> {
@@ -45,12 +45,35 @@ async function usage(): Promise<void> {
   const bucket: Result = await limiter.tokenBucket("t", 100, 100, "1h", { cost: 40, dedup: "r", hold: 5000 });
   void [reserved, settled, bucket];
 
+  const shadowed: Result = await limiter.gcra("k", 10, 5, "1s", { shadow: true, detail: true });
+  const wouldDeny: boolean = shadowed.reason === "shadow";
+  const shadowAll: Result = await limiter.all(specs, { shadow: true, delay: "1s" });
+  const shadowCheck: Result = await limiter.check("k", gcra(10, 5, "1s"), { shadow: true });
+  const shadowCheckAll: Result = await limiter.checkAll(specs, { shadow: true });
+  const shadowLease: Result = await limiter.acquire("jobs", 5, "30s", "id", { shadow: true });
+  void [wouldDeny, shadowAll, shadowCheck, shadowCheckAll, shadowLease];
+
+  const version: number = await limiter.policySet("pro", [gcra(100, 50, "1s"), fixed(10000, "day", { name: "daily" })], { shadow: true, desc: "paid" });
+  const def: PolicyDefinition | null = await limiter.policyGet("pro");
+  const versions: Record<string, number> = await limiter.policyList();
+  const removed: boolean = await limiter.policyDel("pro");
+  const payload: Buffer = await limiter.policyDump();
+  await limiter.policyRestore(payload, { merge: true });
+  const limited: Result = await limiter.limit("user:42", "free", { cost: 2, detail: true });
+  const underPolicy: Result = await limiter.all(["{u}:rps", "{u}:day"], { policy: "pro", detail: true });
+  const checkedPolicy: Result = await limiter.checkAll(["{u}:rps", "{u}:day"], { policy: "pro" });
+  void [version, def?.shadow, versions, removed, limited, underPolicy, checkedPolicy];
+
   const nr = createClient({ modules: { rl: RateLimitModule } });
   const res: Result = await nr.rl.gcra("k", 10, 5, "1s", { at: Date.now() });
   const refund: Result | null = await nr.rl.refund("k", 1);
   const nrCheck: Result = await nr.rl.checkAll(specs, { detail: true });
   const nrSettle: (Result | null)[] = await nr.rl.settle(["{t}:tpm"], "req-1", [2400]);
-  void [nrCheck, nrSettle];
+  const nrShadow: Result = await nr.rl.checkAll(specs, { shadow: true });
+  const nrLimit: Result = await nr.rl.limit("k", "free", { at: Date.now() });
+  const nrPolicy: Result = await nr.rl.all(["{u}:rps", "{u}:day"], { policy: "pro" });
+  const nrVersions: Record<string, number> = await nr.rl.policyList();
+  void [nrCheck, nrSettle, nrShadow, nrLimit, nrPolicy, nrVersions];
   const plain = new RateLimiter(createClient());
   void [res, refund, plain];
 

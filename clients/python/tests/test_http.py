@@ -193,6 +193,39 @@ def test_flask_detailed_headers(server: RedisModuleServer) -> None:
     assert client.exists("rl:{d}:burst", "rl:{d}:daily") == 2
 
 
+def test_flask_and_asgi_shadow(server: RedisModuleServer) -> None:
+    client = redis.Redis(host=server.host, port=server.port)
+    client.flushdb()
+    limiter = RateLimiter(client)
+    # GCRA(2, 2, "10s"): one unit back every 5 s, fresh after 10 s.
+    app = make_flask(limiter, shadow=True, prefix="sh:").test_client()
+    r = [app.get("/hello", headers={"X-Api-Key": "k"}) for _ in range(3)]
+    # The third would be denied: let through, no Retry-After, nothing left, fresh in 10 s.
+    assert [x.status_code for x in r] == [200, 200, 200]
+    assert "Retry-After" not in r[2].headers
+    assert r[2].headers["RateLimit"] in ('"default";r=0;t=10', '"default";r=0;t=9')
+    # Charged as enforced: an enforced call is denied.
+    assert not limiter.gcra("sh:k", 2, 2, "10s", peek=True).allowed
+
+    async def main() -> None:
+        aclient = aioredis.Redis(host=server.host, port=server.port)
+        limits = {"burst": GCRA(2, 2, "10s"), "daily": Fixed(1, "1d")}
+        app = RateLimitMiddleware(
+            hello, AsyncRateLimiter(aclient), limits, key=api_key, shadow=True, detail=True
+        )
+        await asgi_get(app, "/", "m")
+        status, h = await asgi_get(app, "/", "m")
+        # daily (1 a day) would deny the second request: let through, charging nothing (burst
+        # keeps the one unit of the first request, back in 5 s).
+        assert status == 200 and "retry-after" not in h
+        assert h["ratelimit"].startswith(
+            ('"burst";r=1;t=5,"daily";r=0;t=', '"burst";r=1;t=4,"daily";r=0;t=')
+        )
+        await aclient.aclose()
+
+    asyncio.run(main())
+
+
 def test_asgi_detailed_single_limit(server: RedisModuleServer) -> None:
     async def main() -> None:
         client = aioredis.Redis(host=server.host, port=server.port)

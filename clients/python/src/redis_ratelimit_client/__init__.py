@@ -26,6 +26,7 @@ from ._limiters import (
 from ._types import (
     Info,
     LimiterDetail,
+    PolicyDefinition,
     RateLimitExceeded,
     Result,
     StreamCount,
@@ -50,6 +51,7 @@ __all__ = [
     "Lease",
     "Limiter",
     "LimiterDetail",
+    "PolicyDefinition",
     "RateLimitExceeded",
     "RateLimiter",
     "Result",

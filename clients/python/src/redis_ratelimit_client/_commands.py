@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from ._limiters import Duration, Limiter, Time, duration_arg, time_arg
-from ._types import Info, LimiterDetail, Result, StreamCount, ThrottleResult
+from ._types import Info, LimiterDetail, PolicyDefinition, Result, StreamCount, ThrottleResult
 
 #: A key: str or bytes, as redis-py takes them.
 Key: TypeAlias = str | bytes
@@ -17,9 +17,14 @@ Arg: TypeAlias = str | bytes | int
 Limiters: TypeAlias = (
     Mapping[str, Limiter] | Mapping[bytes, Limiter] | Iterable[tuple[str | bytes, Limiter]]
 )
+#: The keys of RL.ALL / RL.CHECKALL under ``POLICY name``: one per limiter of the policy, in order.
+Keys: TypeAlias = Sequence[str] | Sequence[bytes]
 #: The option redis-py hands through ``execute_command`` to the response callback: the cost
 #: the caller asked for, so that ``allowed`` means "the whole request was granted".
 COST_HINT = "rl_cost"
+#: The option that makes redis-py hand a reply back undecoded (RL.POLICY DUMP's binary payload,
+#: whatever ``decode_responses`` says).
+NEVER_DECODE = "NEVER_DECODE"
 
 LIMITER_COMMANDS = (
     "RL.GCRA",
@@ -33,6 +38,7 @@ LIMITER_COMMANDS = (
     "RL.CHECKALL",
     "RL.ACQUIRE",
     "RL.REFUND",
+    "RL.LIMIT",
 )
 _FIELDS = ("granted", "limit", "remaining", "retry_after_ms", "reset_after_ms")
 _DETAIL = (
@@ -157,6 +163,73 @@ def parse_info(reply: Any) -> Info | None:
     return Info(str(fields.get("algorithm", "")), fields)
 
 
+# The limiters of a policy's definition as RL.ALL writes them: the algorithm word and its
+# positional arguments, then options of one value each (RL.POLICY GET is read with these).
+_ARITY = {
+    "GCRA": 3,
+    "TOKENBUCKET": 3,
+    "LEAKYBUCKET": 3,
+    "FIXED": 2,
+    "SLIDING": 2,
+    "SLIDINGCOUNTER": 2,
+    "CONCURRENCY": 2,
+}
+_LIMITER_OPTIONS = frozenset({"CHARGE", "NAME", "OFFSET", "TZ", "ANCHOR", "PRECISION"})
+
+
+def parse_policy(name: str | bytes, reply: Any) -> PolicyDefinition | None:
+    """RL.POLICY GET: nil for an unknown policy, else the arguments of the SET that made it,
+    read limiter by limiter (a limiter's ``NAME`` may be spelled ``SHADOW`` or ``DESC``) for
+    ``SHADOW`` and ``DESC text``."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)):
+        raise TypeError(f"not an RL.POLICY GET reply: {reply!r}")
+    args = tuple(_text(a) for a in reply)
+    shadow, desc, i = False, None, 0
+    while i < len(args):
+        word = args[i].upper()
+        if word == "SHADOW":
+            shadow, i = True, i + 1
+        elif word == "DESC" and i + 1 < len(args):
+            desc, i = args[i + 1], i + 2
+        elif word in _ARITY:
+            i += 1 + _ARITY[word]
+            while i + 1 < len(args) and args[i].upper() in _LIMITER_OPTIONS:
+                i += 2
+        else:
+            break
+    return PolicyDefinition(_text(name), args, shadow, desc)
+
+
+def parse_policy_list(reply: Any) -> dict[str, int]:
+    """RL.POLICY LIST: every policy's name and version (RESP2 flat pairs, RESP3 a map)."""
+    if isinstance(reply, Mapping):
+        return {_text(k): _int(v) for k, v in reply.items()}
+    if not isinstance(reply, (list, tuple)) or len(reply) % 2:
+        raise TypeError(f"not an RL.POLICY LIST reply: {reply!r}")
+    return {_text(k): _int(v) for k, v in zip(reply[::2], reply[1::2], strict=True)}
+
+
+def policy_set_args(
+    name: str, limiters: Limiter | Sequence[Limiter], shadow: bool, desc: str | None
+) -> list[Arg]:
+    """``RL.POLICY SET name limiter [limiter ...] [SHADOW] [DESC text]``."""
+    specs = [limiters] if isinstance(limiters, Limiter) else list(limiters)
+    if not specs:
+        raise ValueError("a policy needs at least one limiter")
+    if not all(isinstance(s, Limiter) for s in specs):
+        raise TypeError("a policy's limiters are Limiter specifications (GCRA(...), Fixed(...))")
+    out: list[Arg] = ["RL.POLICY", "SET", name]
+    for spec in specs:
+        out += spec.spec()
+    if shadow:
+        out.append("SHADOW")
+    if desc is not None:
+        out += ["DESC", desc]
+    return out
+
+
 def parse_throttle(reply: Any) -> ThrottleResult:
     v = [_int(x) for x in reply]
     return ThrottleResult(v[0] == 1, v[1], v[2], v[3], v[4])
@@ -211,6 +284,7 @@ def options(
     detail: bool = False,
     delay: Duration | None = None,
     hold: Duration | None = None,
+    shadow: bool = False,
 ) -> list[Arg]:
     """The shared options of the limiter commands, in the module's words."""
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
@@ -222,6 +296,8 @@ def options(
         out += ["COST", cost]
     if peek:
         out.append("PEEK")
+    if shadow:
+        out.append("SHADOW")
     if best_effort:
         out.append("BESTEFFORT")
     if dedup is not None:
@@ -241,6 +317,26 @@ def options(
 
 def at_option(at: Time | None) -> list[Arg]:
     return [] if at is None else ["AT", time_arg(at)]
+
+
+def all_or_policy_args(limiters: Limiters | Keys, policy: str | None) -> list[Arg]:
+    """``numkeys key [key ...]`` then the limiters, or ``POLICY name`` (one key per limiter of
+    the policy, in order)."""
+    if policy is None:
+        if isinstance(limiters, Mapping):
+            return all_args(limiters)
+        pairs = list(limiters)
+        if any(isinstance(p, (str, bytes)) for p in pairs):
+            raise TypeError("pass the limiters (key -> Limiter), or the keys with policy=")
+        return all_args(cast(Limiters, pairs))
+    if isinstance(limiters, (str, bytes, Mapping)):
+        raise TypeError("with policy=, pass the keys: a sequence, one key per limiter")
+    keys = list(limiters)
+    if not keys:
+        raise ValueError("RL.ALL needs at least one key")
+    if not all(isinstance(k, (str, bytes)) for k in keys):
+        raise TypeError("with policy=, pass the keys (str or bytes), not limiters")
+    return [len(keys), *cast(list[Key], keys), "POLICY", policy]
 
 
 def all_args(limiters: Limiters) -> list[Arg]:

@@ -39,6 +39,9 @@ class HttpLimit:
     (every limit through RL.ALL, each named by its name in ``limits``, a single one ``default``),
     so that the headers carry one item per limiter from the reply itself (``q``, ``w``, ``r``,
     ``t`` of each); names must then be valid limiter names (letters, digits, ``_-.:``).
+    ``shadow``: every call with ``SHADOW`` (to roll a limit out before enforcing it): charged as
+    enforced, never denied, the headers as the module replies (no ``Retry-After``); the module's
+    ``shadow_denied`` counters say how many would have been denied.
     """
 
     limits: Limiter | Mapping[str, Limiter]
@@ -49,6 +52,7 @@ class HttpLimit:
     never_status: int = 413
     error_status: int = 503
     detail: bool = False
+    shadow: bool = False
 
     def __post_init__(self) -> None:
         if self.detail:
@@ -73,13 +77,16 @@ class HttpLimit:
     def call(self, limiter: Any, client_key: str, cost: int) -> Any:
         """The limiter call for ``client_key``: a Result, or an awaitable of one."""
         if self.detail:
-            return limiter.all(self._detailed_specs(client_key), cost=cost, detail=True)
+            return limiter.all(
+                self._detailed_specs(client_key), cost=cost, detail=True, shadow=self.shadow
+            )
         if isinstance(self.limits, Limiter):
-            return limiter.apply(f"{self.prefix}{client_key}", self.limits, cost=cost)
+            key = f"{self.prefix}{client_key}"
+            return limiter.apply(key, self.limits, cost=cost, shadow=self.shadow)
         keys: dict[Key, Limiter] = {
             f"{self.prefix}{{{client_key}}}:{name}": spec for name, spec in self.limits.items()
         }
-        return limiter.all(keys, cost=cost)
+        return limiter.all(keys, cost=cost, shadow=self.shadow)
 
     def decide(self, result: Result) -> Decision:
         headers = rate_limit_headers(result, self.named)

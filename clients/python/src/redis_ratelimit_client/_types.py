@@ -160,6 +160,18 @@ class Info:
         return Result(True, 0, vals[0], vals[1], vals[2], vals[3])
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyDefinition:
+    """A named policy as ``RL.POLICY GET`` replies it: ``args``, the arguments of the
+    ``RL.POLICY SET`` that made it (after the name), as given; ``shadow`` (``SHADOW``: its calls
+    are never denied) and ``desc`` (``DESC text``) read from them."""
+
+    name: str
+    args: tuple[str, ...]
+    shadow: bool = False
+    desc: str | None = None
+
+
 class RateLimitExceeded(Exception):
     """Raised by the lease context manager (and available to applications) when a request is
     denied; carries the :class:`Result`."""

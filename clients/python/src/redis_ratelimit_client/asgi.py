@@ -61,11 +61,17 @@ class RateLimitMiddleware:
         timeout: float = 0.5,
         prefix: str = "rl:",
         detail: bool = False,
+        shadow: bool = False,
     ) -> None:
         self.app = app
         self.limiter = limiter
         self.limit = HttpLimit(
-            limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail
+            limits,
+            prefix=prefix,
+            on_error=on_error,
+            timeout=timeout,
+            detail=detail,
+            shadow=shadow,
         )
         self.key = key
         self.cost = cost

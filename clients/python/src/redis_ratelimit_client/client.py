@@ -25,7 +25,14 @@ from ._limiters import (
     TokenBucket,
     duration_arg,
 )
-from ._types import Info, RateLimitExceeded, Result, StreamCount, ThrottleResult
+from ._types import (
+    Info,
+    PolicyDefinition,
+    RateLimitExceeded,
+    Result,
+    StreamCount,
+    ThrottleResult,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,11 @@ class RateLimiter:
     ``redis.RedisCluster``. The module's response callbacks are registered on it, as redis-py's
     own module wrappers do, so ``client.execute_command("RL.GCRA", ...)`` and pipelines return
     typed results too.
+
+    The limiter methods, :meth:`all`, :meth:`check`, :meth:`check_all` and :meth:`acquire` take
+    ``shadow=True`` (``SHADOW``): the call is evaluated and charged as an enforced one (a call
+    enforcement would deny charges nothing) but never denied; with ``detail=True`` its
+    ``reason`` is ``"shadow"`` and ``denied_by`` the limiter that would have denied it.
     """
 
     def __init__(self, client: Any) -> None:
@@ -76,6 +88,7 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         opts = c.options(
             cost=cost,
@@ -87,6 +100,7 @@ class RateLimiter:
             detail=detail,
             delay=delay,
             hold=hold,
+            shadow=shadow,
         )
         return self._result([spec.command, key, *spec.params(), *opts], cost)
 
@@ -104,12 +118,13 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """Call the command of ``spec`` (a :class:`GCRA`, :class:`Fixed`, ...) on ``key``."""
         if isinstance(spec, Concurrency):
             raise TypeError("a concurrency limiter takes a lease id: use acquire() or lease()")
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def gcra(
@@ -128,11 +143,12 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.GCRA key burst rate period``."""
         spec = GCRA(burst, rate, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def token_bucket(
@@ -151,11 +167,12 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.TOKENBUCKET key capacity refill period``."""
         spec = TokenBucket(capacity, refill, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def leaky_bucket(
@@ -174,12 +191,13 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.LEAKYBUCKET key capacity rate period``. A granted request's ``retry_after_ms``
         is its queue delay (``allowed`` is still true)."""
         spec = LeakyBucket(capacity, rate, period)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, delay, hold, shadow
         )
 
     def fixed(
@@ -199,12 +217,13 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a]``: ``window`` a duration
         or a calendar period (``"day"``, ``"week"``, ``"month"``, ``"quarter"``, ``"year"``)."""
         spec = Fixed(limit, window, offset, tz=tz, anchor=anchor)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def sliding(
@@ -222,11 +241,12 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.SLIDING key limit window [PRECISION d]``."""
         spec = Sliding(limit, window, precision)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def sliding_counter(
@@ -243,17 +263,19 @@ class RateLimiter:
         at: Time | None = None,
         detail: bool = False,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.SLIDINGCOUNTER key limit window``."""
         spec = SlidingCounter(limit, window)
         return self._limiter(
-            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold
+            key, spec, cost, peek, best_effort, dedup, block, at, detail, None, hold, shadow
         )
 
     def all(
         self,
-        limiters: c.Limiters,
+        limiters: c.Limiters | c.Keys,
         *,
+        policy: str | None = None,
         cost: int = 1,
         peek: bool = False,
         best_effort: bool = False,
@@ -263,9 +285,12 @@ class RateLimiter:
         detail: bool = False,
         delay: Duration | None = None,
         hold: Duration | None = None,
+        shadow: bool = False,
     ) -> Result:
         """``RL.ALL``: every limiter (key → spec, in order) grants, or none is charged. In Redis
-        Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``)."""
+        Cluster the keys must share a slot: use a hash tag (``{user:42}:s``, ``{user:42}:h``).
+        With ``policy=name``, ``limiters`` are the keys, one per limiter of the named policy in
+        order (``POLICY name``)."""
         opts = c.options(
             cost=cost,
             peek=peek,
@@ -276,8 +301,9 @@ class RateLimiter:
             detail=detail,
             delay=delay,
             hold=hold,
+            shadow=shadow,
         )
-        return self._result(["RL.ALL", *c.all_args(limiters), *opts], cost)
+        return self._result(["RL.ALL", *c.all_or_policy_args(limiters, policy), *opts], cost)
 
     def check(
         self,
@@ -288,24 +314,102 @@ class RateLimiter:
         best_effort: bool = False,
         at: Time | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.CHECK``: the reply the call would give with PEEK, from a read-only command
         (it runs on replicas)."""
-        opts = c.options(cost=cost, best_effort=best_effort, at=at, detail=detail)
+        opts = c.options(cost=cost, best_effort=best_effort, at=at, detail=detail, shadow=shadow)
         return self._result(["RL.CHECK", key, *spec.spec(), *opts], cost)
 
     def check_all(
         self,
-        limiters: c.Limiters,
+        limiters: c.Limiters | c.Keys,
         *,
+        policy: str | None = None,
         cost: int = 1,
         at: Time | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.CHECKALL``: the reply :meth:`all` would give with PEEK, from a read-only command
-        (it runs on replicas): would this request pass every limit?"""
-        opts = c.options(cost=cost, at=at, detail=detail)
-        return self._result(["RL.CHECKALL", *c.all_args(limiters), *opts], cost)
+        (it runs on replicas): would this request pass every limit? ``policy=`` as in
+        :meth:`all`."""
+        opts = c.options(cost=cost, at=at, detail=detail, shadow=shadow)
+        return self._result(["RL.CHECKALL", *c.all_or_policy_args(limiters, policy), *opts], cost)
+
+    def limit(
+        self,
+        key: Key,
+        policy: str,
+        *,
+        cost: int = 1,
+        peek: bool = False,
+        best_effort: bool = False,
+        dedup: str | bytes | None = None,
+        block: Duration | None = None,
+        at: Time | None = None,
+        detail: bool = False,
+        delay: Duration | None = None,
+        hold: Duration | None = None,
+        shadow: bool = False,
+    ) -> Result:
+        """``RL.LIMIT key policy``: the named one-limiter policy (:meth:`policy_set`) on ``key``,
+        with the options and the reply of its limiter's own command (under ``detail=True`` the
+        limiter's ``policy`` is the name). A policy of several limiters goes through
+        :meth:`all` with ``policy=``. An unknown policy is an error naming it."""
+        opts = c.options(
+            cost=cost,
+            peek=peek,
+            best_effort=best_effort,
+            dedup=dedup,
+            block=block,
+            at=at,
+            detail=detail,
+            delay=delay,
+            hold=hold,
+            shadow=shadow,
+        )
+        return self._result(["RL.LIMIT", key, policy, *opts], cost)
+
+    def policy_set(
+        self,
+        name: str,
+        limiters: Limiter | Sequence[Limiter],
+        *,
+        shadow: bool = False,
+        desc: str | None = None,
+    ) -> int:
+        """``RL.POLICY SET name limiter [limiter ...] [SHADOW] [DESC text]``: define or replace
+        the policy ``name`` (1-64 of ``a-z``, ``0-9``, ``_``); returns its version. Keys under
+        a replaced policy keep the units they used. With ``shadow=True`` no call under it is
+        denied (each is charged as enforced, and counted as ``shadow_denied`` when it would have
+        been)."""
+        args = c.policy_set_args(name, limiters, shadow, desc)
+        return int(self.client.execute_command(*args))
+
+    def policy_get(self, name: str) -> PolicyDefinition | None:
+        """``RL.POLICY GET``: the policy's definition; ``None`` for an unknown name."""
+        return c.parse_policy(name, self.client.execute_command("RL.POLICY", "GET", name))
+
+    def policy_del(self, name: str) -> bool:
+        """``RL.POLICY DEL``: true if the policy existed. Later calls under it fail naming it."""
+        return bool(self.client.execute_command("RL.POLICY", "DEL", name))
+
+    def policy_list(self) -> dict[str, int]:
+        """``RL.POLICY LIST``: every policy's name and version (a number that grows with each
+        change)."""
+        return c.parse_policy_list(self.client.execute_command("RL.POLICY", "LIST"))
+
+    def policy_dump(self) -> bytes:
+        """``RL.POLICY DUMP``: every policy as one binary payload, for :meth:`policy_restore`
+        on another server (each shard of a cluster holds its own copy)."""
+        reply = self.client.execute_command("RL.POLICY", "DUMP", **{c.NEVER_DECODE: []})
+        return reply if isinstance(reply, bytes) else str(reply).encode()
+
+    def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
+        """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
+        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        self.client.execute_command("RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else []))
 
     def refund(
         self, key: Key, units: int, *, dedup: str | bytes | None = None, at: Time | None = None
@@ -363,13 +467,14 @@ class RateLimiter:
         at: Time | None = None,
         wait: Duration | None = None,
         detail: bool = False,
+        shadow: bool = False,
     ) -> Result:
         """``RL.ACQUIRE key limit lease ID id``: take ``cost`` units under the lease ``id`` (a
         renewal when ``id`` already holds them). With ``wait``, a lease that does not fit waits
         for its turn (first come, first served) up to that long (``WAIT``; the client's socket
         timeout must be longer)."""
         spec = Concurrency(limit, lease)
-        opts = c.options(cost=cost, peek=peek, block=block, at=at, detail=detail)
+        opts = c.options(cost=cost, peek=peek, block=block, at=at, detail=detail, shadow=shadow)
         if wait is not None:
             opts += ["WAIT", duration_arg(wait)]
         return self._result(["RL.ACQUIRE", key, *spec.params(), "ID", id, *opts], cost)

@@ -38,10 +38,16 @@ class RateLimitDependency:
         timeout: float = 0.5,
         prefix: str = "rl:",
         detail: bool = False,
+        shadow: bool = False,
     ) -> None:
         self.limiter = limiter
         self.limit = HttpLimit(
-            limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail
+            limits,
+            prefix=prefix,
+            on_error=on_error,
+            timeout=timeout,
+            detail=detail,
+            shadow=shadow,
         )
         self.key = key
         self.cost = cost

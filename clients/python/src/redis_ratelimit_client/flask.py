@@ -47,6 +47,7 @@ def rate_limit(
     timeout: float = 0.5,
     prefix: str = "rl:",
     detail: bool = False,
+    shadow: bool = False,
 ) -> Callable[[F], F]:
     """Limit a view: ``@rate_limit(limiter, GCRA(10, 5, "1s"))`` under ``@app.route``.
 
@@ -54,7 +55,9 @@ def rate_limit(
     ``Retry-After`` (413 when it can never pass) and the RateLimit headers; a granted one runs
     the view, its response carrying the RateLimit headers.
     """
-    limit = HttpLimit(limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail)
+    limit = HttpLimit(
+        limits, prefix=prefix, on_error=on_error, timeout=timeout, detail=detail, shadow=shadow
+    )
 
     def decorator(view: F) -> F:
         @functools.wraps(view)
