@@ -933,3 +933,62 @@ fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(loaded, aux_save2, "{text}");
 }
+
+/// `HOLD` under `POLICY name` follows the same rules as with the limiters written out: it needs
+/// `DEDUP id` and no concurrency limiter (refused, nothing charged), and with them the units are
+/// a reservation RL.SETTLE settles per key.
+#[test]
+fn hold_under_a_policy_needs_dedup_and_is_settled() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = base_ms();
+    set(
+        &mut c,
+        &[
+            "tokens",
+            "GCRA",
+            "10",
+            "1",
+            "1s",
+            "TOKENBUCKET",
+            "100",
+            "10",
+            "1s",
+            "CHARGE",
+            "40",
+        ],
+    );
+    set(&mut c, &["slots", "CONCURRENCY", "3", "1m"]);
+    let at = t.to_string();
+    let e = c.err(&[
+        "RL.ALL", "2", "{u}r", "{u}t", "POLICY", "tokens", "HOLD", "1m", "AT", &at,
+    ]);
+    assert!(e.contains("HOLD needs DEDUP id"), "{e}");
+    let e = c.err(&[
+        "RL.ALL", "1", "{u}c", "POLICY", "slots", "DEDUP", "x", "HOLD", "1m", "AT", &at,
+    ]);
+    assert!(
+        e.contains("HOLD does not apply to a concurrency limiter"),
+        "{e}"
+    );
+    assert_eq!(
+        c.int(&["EXISTS", "{u}r", "{u}t", "{u}c"]),
+        0,
+        "nothing charged"
+    );
+    // Held: 1 request and 40 tokens; the settle charges 1 and 25, giving 15 tokens back.
+    let r = c.ints(&[
+        "RL.ALL", "2", "{u}r", "{u}t", "POLICY", "tokens", "DEDUP", "q", "HOLD", "1m", "AT", &at,
+    ]);
+    assert_eq!(r[0], 1);
+    let r = c.cmd(&["RL.SETTLE", "2", "{u}r", "{u}t", "q", "1", "25", "AT", &at]);
+    let replies = r.as_array().unwrap_or_else(|| panic!("{r:?}"));
+    let tokens: Vec<i64> = replies[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_int().unwrap())
+        .collect();
+    // 100 tokens, 25 used: 75 remaining.
+    assert_eq!(tokens[..3], [25, 100, 75]);
+}

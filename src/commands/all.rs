@@ -134,32 +134,38 @@ impl<'a> AllRequest<'a> {
             let mut opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
             // A policy set with SHADOW: every call under it as with the SHADOW option.
             opts.shadow |= found.def.shadow;
-            opts.check_delay(
-                limiters
-                    .iter()
-                    .map(|l| (l.params.kind(), l.params.delays())),
-            )?;
-            let charges: Vec<u64> = limiters
+            // Named in the detailed reply by the policy's own names.
+            let limiters = limiters
                 .iter()
-                .map(|l| l.charge.unwrap_or(opts.cost))
+                .map(|l| LimiterArg {
+                    params: l.params.clone(),
+                    charge: l.charge,
+                    name: None,
+                })
                 .collect();
-            if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
-                return Err(RlError::Conflict(BESTEFFORT_CHARGES));
-            }
-            return Ok(AllRequest {
-                keys,
-                specs: limiters.iter().map(|l| l.params.clone()).collect(),
-                charges,
-                names: vec![None; limiters.len()],
-                opts,
-                policy: Some(found),
-            });
+            return Self::checked(keys, limiters, opts, Some(found));
         }
         let mut limiters = Vec::with_capacity(numkeys);
         for key in &keys {
             limiters.push(parse_limiter(&mut args, key)?);
         }
         let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+        Self::checked(keys, limiters, opts, None)
+    }
+
+    /// The request of `keys` under `limiters` with `opts`, the limiters written out or those of
+    /// `policy`: refused unless every limiter takes the call's `DELAY` and `HOLD`, and
+    /// `BESTEFFORT` only with equal charges.
+    ///
+    /// # Errors
+    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
+    /// charges.
+    fn checked(
+        keys: Vec<&'a [u8]>,
+        limiters: Vec<LimiterArg<'a>>,
+        opts: Options,
+        policy: Option<Arc<Policy>>,
+    ) -> Result<Self, RlError> {
         opts.check_delay(
             limiters
                 .iter()
@@ -185,7 +191,7 @@ impl<'a> AllRequest<'a> {
             charges,
             names,
             opts,
-            policy: None,
+            policy,
         })
     }
 }
