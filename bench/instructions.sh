@@ -44,7 +44,9 @@ trap cleanup EXIT
 
 # The floor module, built against the redismodule.h the module itself is built with.
 floor=()
-include=$(cargo metadata --offline --format-version 1 2>/dev/null | python3 -c '
+# (For this platform only: a dependency used on other platforms alone is not downloaded.)
+include=$(cargo metadata --offline --format-version 1 \
+  --filter-platform "$(rustc -vV | sed -n 's/^host: //p')" 2>/dev/null | python3 -c '
 import json, os, sys
 for p in json.load(sys.stdin)["packages"]:
     if p["name"] == "redis-module":
