@@ -71,9 +71,9 @@ use crate::commands::args::Options;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
-use crate::core::flow;
+use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
-use crate::core::state::Stored;
+use crate::core::state::{LimiterState, Stored};
 use crate::core::time::Micros;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
@@ -241,9 +241,10 @@ pub fn reply_detail<A: Stored>(
 }
 
 /// What a single-limiter call runs with, besides its key: the hooks by which a command that is
-/// not the algorithm's own (RL.LIMIT: parameters from a named policy) shares [`run`]'s flow.
+/// not the algorithm's own (RL.LIMIT: parameters from a named policy) or does more than apply
+/// it (RL.ACQUIRE: its turn among the key's waiters, `steps`) shares [`run`]'s flow.
 #[derive(Debug, Clone, Copy)]
-pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
+pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict), S: Steps = ()> {
     /// The limiter's parameters.
     pub params: &'c A::Params,
     /// The call's shared options.
@@ -258,6 +259,80 @@ pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
     pub name: Option<&'c [u8]>,
     /// The named policy the limiter comes from, for the detailed reply.
     pub policy: Option<&'c [u8]>,
+    /// The command's own steps around the call's apply (`()`: none).
+    pub steps: S,
+}
+
+/// A command's own steps in [`run_call`]'s flow, around applying the call to its key; by
+/// default none. RL.ACQUIRE's: a new lease yields its turn to the key's waiters, and a call
+/// with `WAIT` that does not fit waits for it (`commands::wait`).
+pub trait Steps {
+    /// What a call taken over by [`Self::after`] carries to [`Self::take_over`].
+    type Taken;
+
+    /// Before the call is applied to the key named `key`, holding `state`: may change `req`.
+    #[inline(always)]
+    fn before(
+        &mut self,
+        _ctx: &Context,
+        _key: Arg<'_>,
+        _state: Option<&LimiterState>,
+        _req: &mut Request,
+    ) {
+    }
+
+    /// After `req` was applied (`outcome`): may change what enforcement replies (`verdict`,
+    /// `reason`: at first the outcome's); `Some` to take the call over instead of finishing it.
+    fn after(
+        &mut self,
+        req: &Request,
+        outcome: &Outcome,
+        verdict: &mut Verdict,
+        reason: &mut Reason,
+    ) -> Option<Self::Taken>;
+
+    /// End a call taken over (`taken`), its key left as it was and closed; enforcement replies
+    /// `verdict` for `reason`.
+    ///
+    /// # Errors
+    /// Whatever ends the call with an error (nothing was written).
+    fn take_over(
+        self,
+        ctx: &Context,
+        taken: Self::Taken,
+        key: Arg<'_>,
+        req: &Request,
+        verdict: Verdict,
+        reason: Reason,
+    ) -> Result<(), RlError>;
+}
+
+/// No steps of its own: the call applied and finished.
+impl Steps for () {
+    type Taken = std::convert::Infallible;
+
+    #[inline(always)]
+    fn after(
+        &mut self,
+        _: &Request,
+        _: &Outcome,
+        _: &mut Verdict,
+        _: &mut Reason,
+    ) -> Option<Self::Taken> {
+        None
+    }
+
+    fn take_over(
+        self,
+        _: &Context,
+        taken: Self::Taken,
+        _: Arg<'_>,
+        _: &Request,
+        _: Verdict,
+        _: Reason,
+    ) -> Result<(), RlError> {
+        match taken {}
+    }
 }
 
 /// What [`run_call`] did: how the call counted (granted, or let through by `SHADOW`), and
@@ -289,22 +364,24 @@ pub fn run<C: LimiterCommand>(
         reply: C::reply,
         name: None,
         policy: None,
+        steps: (),
     };
     run_call(ctx, argv, bytes, stats, call).map(|_| ())
 }
 
-/// [`run`] once the call's parameters and options are known (`call`).
+/// [`run`] once the call's parameters and options are known (`call`); `argv` is what a write
+/// propagates (the key at 1). `None` when the call's steps took it over ([`Steps::after`]).
 ///
 /// # Errors
 /// As [`run`].
 #[inline(always)]
-pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
+pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     ctx: &Context,
     argv: Argv<'_>,
     bytes: &[&[u8]],
     stats: &'static CommandStats,
-    call: Call<'_, A, R>,
-) -> Result<Ran, RlError> {
+    call: Call<'_, A, R, S>,
+) -> Result<Option<Ran>, RlError> {
     let parsed = Parsed {
         params: call.params,
         opts: call.opts,
@@ -322,10 +399,12 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
-    let req = parsed.opts.request(now);
+    let mut req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
     let mut existing = key.limiter(call.command)?;
+    let mut steps = call.steps;
+    steps.before(ctx, key_name, existing.as_deref(), &mut req);
     let outcome = flow::apply::<A>(
         existing.as_deref_mut(),
         parsed.params,
@@ -333,6 +412,14 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
+    // What enforcement replies: the outcome's, unless the command's steps change it.
+    let (mut verdict, mut reason) = (outcome.verdict, outcome.reason);
+    if let Some(taken) = steps.after(&req, &outcome, &mut verdict, &mut reason) {
+        drop(Fate::of(ctx, existing, Write::None, 0, None));
+        key.close();
+        steps.take_over(ctx, taken, key_name, &req, verdict, reason)?;
+        return Ok(None);
+    }
     let fate = Fate::of(
         ctx,
         existing,
@@ -340,7 +427,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
         outcome.expires_at,
         Some(key_name),
     );
-    let d = Decision::from(outcome.verdict);
+    let d = Decision::from(verdict);
     // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
@@ -370,17 +457,17 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
                     bytes,
                     parsed.params,
                     &req,
-                    (&outcome.verdict, outcome.reason, outcome.now),
+                    (&verdict, reason, outcome.now),
                     parsed.opts.detail,
                     (call.name, call.policy),
                     reply,
                 );
             } else {
-                reply(ctx, &d, &outcome.verdict);
+                reply(ctx, &d, &verdict);
             }
         },
     )?;
-    Ok(Ran { count, decision: d })
+    Ok(Some(Ran { count, decision: d }))
 }
 
 /// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose
