@@ -415,6 +415,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     // What enforcement replies: the outcome's, unless the command's steps change it.
     let (mut verdict, mut reason) = (outcome.verdict, outcome.reason);
     if let Some(taken) = steps.after(&req, &outcome, &mut verdict, &mut reason) {
+        // Taken over: nothing is written, propagated, notified or counted here.
         drop(Fate::of(ctx, existing, Write::None, 0, None));
         key.close();
         steps.take_over(ctx, taken, key_name, &req, verdict, reason)?;

@@ -204,7 +204,7 @@ fn record_denied() {
 }
 
 /// RL.ACQUIRE, with or without `WAIT`: the limiter commands' flow (`commands::run_call`) with
-/// its own [`Turn`].
+/// its own steps (`Turn`): its turn among the key's waiters.
 ///
 /// # Errors
 /// Argument errors (nothing written), WRONGTYPE, `WAIT` inside MULTI or a script.
