@@ -281,18 +281,12 @@ pub trait Steps {
     ) {
     }
 
-    /// After `req` was applied (`outcome`): may change what enforcement replies (`verdict`,
-    /// `reason`: at first the outcome's); `Some` to take the call over instead of finishing it.
-    fn after(
-        &mut self,
-        req: &Request,
-        outcome: &Outcome,
-        verdict: &mut Verdict,
-        reason: &mut Reason,
-    ) -> Option<Self::Taken>;
+    /// After `req` was applied (`outcome`): may change what enforcement replies (the outcome's
+    /// verdict and reason); `Some` to take the call over instead of finishing it.
+    fn after(&mut self, req: &Request, outcome: &mut Outcome) -> Option<Self::Taken>;
 
     /// End a call taken over (`taken`), its key left as it was and closed; enforcement replies
-    /// `verdict` for `reason`.
+    /// `outcome`'s verdict for its reason.
     ///
     /// # Errors
     /// Whatever ends the call with an error (nothing was written).
@@ -302,8 +296,7 @@ pub trait Steps {
         taken: Self::Taken,
         key: Arg<'_>,
         req: &Request,
-        verdict: Verdict,
-        reason: Reason,
+        outcome: &Outcome,
     ) -> Result<(), RlError>;
 }
 
@@ -312,13 +305,7 @@ impl Steps for () {
     type Taken = std::convert::Infallible;
 
     #[inline(always)]
-    fn after(
-        &mut self,
-        _: &Request,
-        _: &Outcome,
-        _: &mut Verdict,
-        _: &mut Reason,
-    ) -> Option<Self::Taken> {
+    fn after(&mut self, _: &Request, _: &mut Outcome) -> Option<Self::Taken> {
         None
     }
 
@@ -328,8 +315,7 @@ impl Steps for () {
         taken: Self::Taken,
         _: Arg<'_>,
         _: &Request,
-        _: Verdict,
-        _: Reason,
+        _: &Outcome,
     ) -> Result<(), RlError> {
         match taken {}
     }
@@ -405,20 +391,18 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     let mut existing = key.limiter(call.command)?;
     let mut steps = call.steps;
     steps.before(ctx, key_name, existing.as_deref(), &mut req);
-    let outcome = flow::apply::<A>(
+    let mut outcome = flow::apply::<A>(
         existing.as_deref_mut(),
         parsed.params,
         &req,
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
-    // What enforcement replies: the outcome's, unless the command's steps change it.
-    let (mut verdict, mut reason) = (outcome.verdict, outcome.reason);
-    if let Some(taken) = steps.after(&req, &outcome, &mut verdict, &mut reason) {
+    if let Some(taken) = steps.after(&req, &mut outcome) {
         // Taken over: nothing is written, propagated, notified or counted here.
         drop(Fate::of(ctx, existing, Write::None, 0, None));
         key.close();
-        steps.take_over(ctx, taken, key_name, &req, verdict, reason)?;
+        steps.take_over(ctx, taken, key_name, &req, &outcome)?;
         return Ok(None);
     }
     let fate = Fate::of(
@@ -428,7 +412,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
         outcome.expires_at,
         Some(key_name),
     );
-    let d = Decision::from(verdict);
+    let d = Decision::from(outcome.verdict);
     // Counted by enforcement's decision, a `SHADOW` call as `Count::of` says.
     let granted = d.granted > 0 || (req.cost == 0 && !outcome.blocked);
     let tail = Tail {
@@ -458,13 +442,13 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
                     bytes,
                     parsed.params,
                     &req,
-                    (&verdict, reason, outcome.now),
+                    (&outcome.verdict, outcome.reason, outcome.now),
                     parsed.opts.detail,
                     (call.name, call.policy),
                     reply,
                 );
             } else {
-                reply(ctx, &d, &verdict);
+                reply(ctx, &d, &outcome.verdict);
             }
         },
     )?;

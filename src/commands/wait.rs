@@ -292,20 +292,15 @@ impl Steps for Turn<'_> {
     /// A new lease yielding to the waiters is denied at the limit; a call with `WAIT` denied
     /// waits, unless it can never fit (`SHADOW` never waits: a lease that does not fit is let
     /// through at once, taking nothing).
-    fn after(
-        &mut self,
-        req: &Request,
-        outcome: &Outcome,
-        verdict: &mut Verdict,
-        reason: &mut Reason,
-    ) -> Option<Self::Taken> {
-        if deny_yielded(verdict, self.yields, req.cost) {
-            *reason = Reason::Limit;
+    fn after(&mut self, req: &Request, outcome: &mut Outcome) -> Option<Self::Taken> {
+        // The lease's own retry, whether or not it yielded.
+        let retry = outcome.verdict.retry;
+        if deny_yielded(&mut outcome.verdict, self.yields, req.cost) {
+            outcome.reason = Reason::Limit;
         }
-        let denied = verdict.granted == 0 && req.cost > 0;
+        let denied = outcome.verdict.granted == 0 && req.cost > 0;
         let w = self.wait?;
-        (denied && !req.shadow && outcome.verdict.retry != Retry::Never)
-            .then(|| (w, exact_wait(outcome.verdict.retry, req.now)))
+        (denied && !req.shadow && retry != Retry::Never).then(|| (w, exact_wait(retry, req.now)))
     }
 
     fn take_over(
@@ -314,10 +309,10 @@ impl Steps for Turn<'_> {
         (w, wake_at): Self::Taken,
         key: Arg<'_>,
         req: &Request,
-        verdict: Verdict,
-        reason: Reason,
+        outcome: &Outcome,
     ) -> Result<(), RlError> {
         let key = (block::selected_db(ctx), key.bytes().to_vec());
+        let (verdict, reason) = (outcome.verdict, outcome.reason);
         let denied = WaitReply::of(self.parsed.opts.detail, &key, req.cost, verdict, reason);
         enqueue(
             ctx,
