@@ -73,7 +73,8 @@ use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
-use crate::core::state::{LimiterState, Stored};
+use crate::core::packed::StateMut;
+use crate::core::state::Stored;
 use crate::core::time::Micros;
 use crate::docs::CommandDoc;
 use crate::error::RlError;
@@ -270,13 +271,14 @@ pub trait Steps {
     /// What a call taken over by [`Self::after`] carries to [`Self::take_over`].
     type Taken;
 
-    /// Before the call is applied to the key named `key`, holding `state`: may change `req`.
+    /// Before the call is applied to the key named `key`, holding `state` (`None`: empty): may
+    /// change `req`.
     #[inline(always)]
     fn before(
         &mut self,
         _ctx: &Context,
         _key: Arg<'_>,
-        _state: Option<&LimiterState>,
+        _state: &Option<StateMut<'_>>,
         _req: &mut Request,
     ) {
     }
@@ -390,7 +392,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     let mut key = LimiterKey::open(ctx, key_name);
     let mut existing = key.limiter(call.command)?;
     let mut steps = call.steps;
-    steps.before(ctx, key_name, existing.as_deref(), &mut req);
+    steps.before(ctx, key_name, &existing, &mut req);
     let mut outcome = flow::apply::<A>(
         existing.as_deref_mut(),
         parsed.params,

@@ -31,6 +31,7 @@ use crate::core::concurrency::{Concurrency, ConcurrencyParams, holds};
 use crate::core::dedup::DedupId;
 use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Retry, Verdict};
+use crate::core::packed::StateMut;
 use crate::core::state::{LimiterState, Stored};
 use crate::core::waiters::{Waiter, Waiters};
 use crate::error::RlError;
@@ -282,10 +283,11 @@ impl Steps for Turn<'_> {
         &mut self,
         ctx: &Context,
         key: Arg<'_>,
-        state: Option<&LimiterState>,
+        state: &Option<StateMut<'_>>,
         req: &mut Request,
     ) {
-        self.yields = yields_turn(ctx, key.bytes(), state, self.parsed.params.id(), req.now);
+        let (id, now) = (self.parsed.params.id(), req.now);
+        self.yields = yields_turn(ctx, key.bytes(), state.as_deref(), id, now);
         req.peek |= self.yields;
     }
 
