@@ -142,6 +142,8 @@ table() {
   count "RL.SLIDINGCOUNTER" "" -- RL.SLIDINGCOUNTER "$K" 10000000 1m
   count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
   count "RL.ALL (GCRA + TOKENBUCKET CHARGE 100)" "" -- RL.ALL 2 "$K:a" "$K:b" GCRA 10000000 1 1m NAME rpm TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm
+  count "RL.ACQUIRE (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a
+  count "RL.ACQUIRE WAIT (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a WAIT 1s
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h
   count "RL.SLIDING denied" "" -- RL.SLIDING "$K" 1 1h
   # One hot key: an append to one stream per call (XADD, the floor of an append), against INCR.

@@ -1,7 +1,8 @@
 //! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] \[SHADOW\] [BLOCK d] \[DETAIL\] [AT t] [WAIT timeout] / RL.RELEASE key id [AT t]
 //!
-//! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run` like every
-//! algorithm's; in RL.ALL as `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
+//! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run_call` like every
+//! algorithm's, with its turn among the key's waiters, `commands::wait`; in RL.ALL as
+//! `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
 //! RL.RELEASE frees a lease and replies its units.
 
 use redis_module::Context;

@@ -91,13 +91,16 @@ fn run(
         name: limiter.name.as_deref(),
         policy: &found.name,
     };
+    // Never taken over (RL.LIMIT has no steps of its own), so always counted.
     let ran = dispatch!(spec.state(), a => limit_with(ctx, argv, bytes, this, a, hooks))?;
-    found.stats.record(
-        ran.count.granted(),
-        ran.count.shadow_denied(),
-        ran.decision.remaining,
-        ran.decision.limit,
-    );
+    if let Some(ran) = ran {
+        found.stats.record(
+            ran.count.granted(),
+            ran.count.shadow_denied(),
+            ran.decision.remaining,
+            ran.decision.limit,
+        );
+    }
     Ok(())
 }
 
@@ -118,7 +121,7 @@ fn limit_with<A: Stored>(
     this: &'static Command,
     a: &A,
     hooks: Hooks<'_>,
-) -> Result<crate::commands::Ran, RlError> {
+) -> Result<Option<crate::commands::Ran>, RlError> {
     let call = Call::<A, _> {
         params: a.params(),
         opts: hooks.opts,
@@ -127,6 +130,7 @@ fn limit_with<A: Stored>(
         reply: |ctx, d, _| reply_decision(ctx, d),
         name: hooks.name,
         policy: Some(hooks.policy),
+        steps: (),
     };
     run_call(ctx, argv, bytes, &this.stats, call)
 }

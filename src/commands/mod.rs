@@ -71,8 +71,9 @@ use crate::commands::args::Options;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
-use crate::core::flow;
+use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
+use crate::core::packed::StateMut;
 use crate::core::state::Stored;
 use crate::core::time::Micros;
 use crate::docs::CommandDoc;
@@ -241,9 +242,10 @@ pub fn reply_detail<A: Stored>(
 }
 
 /// What a single-limiter call runs with, besides its key: the hooks by which a command that is
-/// not the algorithm's own (RL.LIMIT: parameters from a named policy) shares [`run`]'s flow.
+/// not the algorithm's own (RL.LIMIT: parameters from a named policy) or does more than apply
+/// it (RL.ACQUIRE: its turn among the key's waiters, `steps`) shares [`run`]'s flow.
 #[derive(Debug, Clone, Copy)]
-pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
+pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict), S: Steps = ()> {
     /// The limiter's parameters.
     pub params: &'c A::Params,
     /// The call's shared options.
@@ -258,6 +260,67 @@ pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict)> {
     pub name: Option<&'c [u8]>,
     /// The named policy the limiter comes from, for the detailed reply.
     pub policy: Option<&'c [u8]>,
+    /// The command's own steps around the call's apply (`()`: none).
+    pub steps: S,
+}
+
+/// A command's own steps in [`run_call`]'s flow, around applying the call to its key; by
+/// default none. RL.ACQUIRE's: a new lease yields its turn to the key's waiters, and a call
+/// with `WAIT` that does not fit waits for it (`commands::wait`).
+pub trait Steps {
+    /// What a call taken over by [`Self::after`] carries to [`Self::take_over`].
+    type Taken;
+
+    /// Before the call is applied to the key named `key`, holding `state` (`None`: empty): may
+    /// change `req`.
+    #[inline(always)]
+    fn before(
+        &mut self,
+        _ctx: &Context,
+        _key: Arg<'_>,
+        _state: &Option<StateMut<'_>>,
+        _req: &mut Request,
+    ) {
+    }
+
+    /// After `req` was applied (`outcome`): may change what enforcement replies (the outcome's
+    /// verdict and reason); `Some` to take the call over instead of finishing it.
+    fn after(&mut self, req: &Request, outcome: &mut Outcome) -> Option<Self::Taken>;
+
+    /// End a call taken over (`taken`), its key left as it was and closed; enforcement replies
+    /// `outcome`'s verdict for its reason.
+    ///
+    /// # Errors
+    /// Whatever ends the call with an error (nothing was written).
+    fn take_over(
+        self,
+        ctx: &Context,
+        taken: Self::Taken,
+        key: Arg<'_>,
+        req: &Request,
+        outcome: &Outcome,
+    ) -> Result<(), RlError>;
+}
+
+/// No steps of its own: the call applied and finished.
+impl Steps for () {
+    type Taken = std::convert::Infallible;
+
+    #[inline(always)]
+    fn after(&mut self, _: &Request, _: &mut Outcome) -> Option<Self::Taken> {
+        None
+    }
+
+    fn take_over(
+        self,
+        _: &Context,
+        taken: Self::Taken,
+        _: Arg<'_>,
+        _: &Request,
+        _: &Outcome,
+    ) -> Result<(), RlError> {
+        match taken {}
+    }
 }
 
 /// What [`run_call`] did: how the call counted (granted, or let through by `SHADOW`), and
@@ -289,22 +352,24 @@ pub fn run<C: LimiterCommand>(
         reply: C::reply,
         name: None,
         policy: None,
+        steps: (),
     };
     run_call(ctx, argv, bytes, stats, call).map(|_| ())
 }
 
-/// [`run`] once the call's parameters and options are known (`call`).
+/// [`run`] once the call's parameters and options are known (`call`); `argv` is what a write
+/// propagates (the key at 1). `None` when the call's steps took it over ([`Steps::after`]).
 ///
 /// # Errors
 /// As [`run`].
 #[inline(always)]
-pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
+pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     ctx: &Context,
     argv: Argv<'_>,
     bytes: &[&[u8]],
     stats: &'static CommandStats,
-    call: Call<'_, A, R>,
-) -> Result<Ran, RlError> {
+    call: Call<'_, A, R, S>,
+) -> Result<Option<Ran>, RlError> {
     let parsed = Parsed {
         params: call.params,
         opts: call.opts,
@@ -322,17 +387,26 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
     // The clock is read once per command; `AT` replaces it.
     let eval = evaluation_time(ctx, parsed.opts.at)?;
     let now = eval.now;
-    let req = parsed.opts.request(now);
+    let mut req = parsed.opts.request(now);
 
     let mut key = LimiterKey::open(ctx, key_name);
     let mut existing = key.limiter(call.command)?;
-    let outcome = flow::apply::<A>(
+    let mut steps = call.steps;
+    steps.before(ctx, key_name, &existing, &mut req);
+    let mut outcome = flow::apply::<A>(
         existing.as_deref_mut(),
         parsed.params,
         &req,
         config::dedup_max(),
     )
     .map_err(RlError::from)?;
+    if let Some(taken) = steps.after(&req, &mut outcome) {
+        // Taken over: nothing is written, propagated, notified or counted here.
+        drop(Fate::of(ctx, existing, Write::None, 0, None));
+        key.close();
+        steps.take_over(ctx, taken, key_name, &req, &outcome)?;
+        return Ok(None);
+    }
     let fate = Fate::of(
         ctx,
         existing,
@@ -380,7 +454,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict)>(
             }
         },
     )?;
-    Ok(Ran { count, decision: d })
+    Ok(Some(Ran { count, decision: d }))
 }
 
 /// The reply of a limiter command called with `DETAIL` or `SHADOW` (`req.shadow`), whose

@@ -24,13 +24,14 @@ use redis_module::{Context, RedisString};
 use crate::commands::acquire_args::{Wait, parse_acquire};
 use crate::commands::evaluation::Evaluation;
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{Parsed, detail, evaluation_time, reply_decision, reply_detail};
+use crate::commands::{Parsed, Steps, detail, reply_decision, run_call};
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::{Concurrency, ConcurrencyParams, holds};
 use crate::core::dedup::DedupId;
-use crate::core::flow::{self, Write};
+use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Retry, Verdict};
+use crate::core::packed::StateMut;
 use crate::core::state::{LimiterState, Stored};
 use crate::core::waiters::{Waiter, Waiters};
 use crate::error::RlError;
@@ -39,7 +40,7 @@ use crate::ffi::command::{Arg, Argv, with_argv, with_argv_skipping};
 use crate::ffi::key::LimiterKey;
 use crate::ffi::reply;
 use crate::ffi::wait::{self as block, Blocked, BlockedId, WaitHooks};
-use crate::stats::{self, CommandStats, Count};
+use crate::stats::{self, CommandStats};
 
 /// RL.ACQUIRE's name, for its errors.
 const NAME: &str = <Concurrency as Stored>::KIND.command();
@@ -203,7 +204,8 @@ fn record_denied() {
         .record(false);
 }
 
-/// RL.ACQUIRE, with or without `WAIT`.
+/// RL.ACQUIRE, with or without `WAIT`: the limiter commands' flow (`commands::run_call`) with
+/// its own steps (`Turn`): its turn among the key's waiters.
 ///
 /// # Errors
 /// Argument errors (nothing written), WRONGTYPE, `WAIT` inside MULTI or a script.
@@ -216,13 +218,13 @@ pub fn acquire(
     // Kept for the waits' later grants and timeouts, which run outside the command.
     ACQUIRE_STATS.get_or_init(|| stats);
     let (parsed, mut wait) = parse_acquire(bytes)?;
+    // Before `WAIT`'s own errors (`run_call` checks it again).
     parsed.opts.check_delay(std::iter::once((
         <Concurrency as Stored>::KIND,
         <Concurrency as Algorithm>::DELAY,
     )))?;
-    // Where `WAIT timeout` stands: a grant replicates without it.
+    // Where `WAIT timeout` stands: the call propagates, and waits with, its arguments without it.
     let wait_at = wait.map(|w| w.index);
-    let key_name = argv.get(1).ok_or(RlError::Arity)?;
     if wait.is_some() {
         if block::replaying(ctx) || !block::is_master(ctx) {
             // Never sent by a master (grants replicate without it); a writable replica does
@@ -234,103 +236,96 @@ pub fn acquire(
             ));
         }
     }
-    let db = block::selected_db(ctx);
-    let eval = evaluation_time(ctx, parsed.opts.at)?;
-    let now = eval.now;
-
-    let mut key = LimiterKey::open(ctx, key_name);
-    let mut existing = key.limiter(NAME)?;
-    // A new lease does not pass the waiters: while anybody waits, it is judged without being
-    // taken, and denied.
-    let yields = yields_turn(
-        ctx,
-        key_name.bytes(),
-        existing.as_deref(),
-        parsed.params.id(),
-        now,
-    );
-    let mut req = parsed.opts.request(now);
-    req.peek |= yields;
-    let outcome = flow::apply::<Concurrency>(
-        existing.as_deref_mut(),
-        &parsed.params,
-        &req,
-        config::dedup_max(),
-    )
-    .map_err(RlError::from)?;
-    // What enforcement replies (a new lease yielding to the waiters is denied at the limit).
-    let mut enforced = outcome.verdict;
-    let yielded = deny_yielded(&mut enforced, yields, req.cost);
-    let reason = if yielded {
-        Reason::Limit
-    } else {
-        outcome.reason
-    };
-    let denied = enforced.granted == 0 && req.cost > 0;
-    // `SHADOW` never waits: a lease that does not fit is let through at once, taking nothing.
-    let d = Decision::from(if req.shadow {
-        req.reply(enforced, reason).0
-    } else {
-        enforced
-    });
-    if let Some(w) = wait
-        && denied
-        && !req.shadow
-        && outcome.verdict.retry != Retry::Never
-    {
-        // Nothing was written (a denied or judged-only call writes nothing).
-        drop(Fate::of(ctx, existing, Write::None, 0, None));
-        key.close();
-        let wake_at = exact_wait(outcome.verdict.retry, now);
-        let key = (db, key_name.bytes().to_vec());
-        let denied = WaitReply::of(parsed.opts.detail, &key, req.cost, enforced, reason);
-        return enqueue(ctx, argv, key, parsed, w, now, wake_at, denied);
-    }
-    let fate = Fate::of(
-        ctx,
-        existing,
-        outcome.write,
-        outcome.expires_at,
-        Some(key_name),
-    );
-    let tail = Tail {
-        event: <Concurrency as Stored>::KIND.command_c(),
-        stats,
-    };
-    let granted = !denied && !outcome.blocked;
-    let detail = parsed.opts.detail;
-    let mut keys = [Touched::new(key, key_name, fate)];
-    let mut end = |argv: Argv<'_>| {
-        finish(
-            ctx,
-            tail,
-            eval,
-            &mut keys,
-            Propagate::Value {
+    let run = |argv: Argv<'_>| {
+        let call = crate::commands::Call::<Concurrency, _, _> {
+            params: &parsed.params,
+            opts: parsed.opts,
+            command: NAME,
+            event: <Concurrency as Stored>::KIND.command_c(),
+            reply: |ctx: &Context, d: &Decision, _: &Verdict| reply_decision(ctx, d),
+            name: None,
+            policy: None,
+            steps: Turn {
+                parsed: &parsed,
                 argv,
-                at_index: parsed.opts.at_index,
-                now,
+                wait,
+                yields: false,
             },
-            Count::of(granted, req.shadow),
-            |ctx| {
-                if detail {
-                    reply_detail::<Concurrency>(
-                        ctx,
-                        bytes,
-                        &parsed.params,
-                        &req,
-                        (&enforced, reason, outcome.now),
-                        (None, None),
-                    );
-                } else {
-                    reply_decision(ctx, &d);
-                }
-            },
-        )
+        };
+        run_call(ctx, argv, bytes, stats, call).map(|_| ())
     };
     match wait_at {
-        Some(i) => with_argv_skipping(argv, i..i.saturating_add(2), end),
-        None => end(argv),
+        Some(i) => with_argv_skipping(argv, i..i.saturating_add(2), run),
+        None => run(argv),
+    }
+}
+
+/// RL.ACQUIRE's steps in the limiter flow: a new lease yields its turn to the key's waiters,
+/// and a call with `WAIT` that does not fit waits for its own.
+struct Turn<'t> {
+    /// The call's parameters and options.
+    parsed: &'t Parsed<ConcurrencyParams>,
+    /// The call's arguments without `WAIT timeout`.
+    argv: Argv<'t>,
+    /// `WAIT timeout`, if the call may wait.
+    wait: Option<Wait>,
+    /// The call yields its turn ([`yields_turn`]).
+    yields: bool,
+}
+
+impl Steps for Turn<'_> {
+    /// How long the call waits, and when its lease may fit.
+    type Taken = (Wait, Option<Micros>);
+
+    /// A new lease does not pass the waiters: while anybody waits, it is judged without being
+    /// taken, and denied.
+    fn before(
+        &mut self,
+        ctx: &Context,
+        key: Arg<'_>,
+        state: &Option<StateMut<'_>>,
+        req: &mut Request,
+    ) {
+        let (id, now) = (self.parsed.params.id(), req.now);
+        self.yields = yields_turn(ctx, key.bytes(), state.as_deref(), id, now);
+        req.peek |= self.yields;
+    }
+
+    /// A new lease yielding to the waiters is denied at the limit; a call with `WAIT` denied
+    /// waits, unless it can never fit (`SHADOW` never waits: a lease that does not fit is let
+    /// through at once, taking nothing).
+    fn after(&mut self, req: &Request, outcome: &mut Outcome) -> Option<Self::Taken> {
+        // The lease's own retry, whether or not it yielded.
+        let retry = outcome.verdict.retry;
+        if deny_yielded(&mut outcome.verdict, self.yields, req.cost) {
+            outcome.reason = Reason::Limit;
+        }
+        let denied = outcome.verdict.granted == 0 && req.cost > 0;
+        let w = self.wait?;
+        (denied && !req.shadow && retry != Retry::Never).then(|| (w, exact_wait(retry, req.now)))
+    }
+
+    fn take_over(
+        self,
+        ctx: &Context,
+        (w, wake_at): Self::Taken,
+        key: Arg<'_>,
+        req: &Request,
+        outcome: &Outcome,
+    ) -> Result<(), RlError> {
+        let key = (block::selected_db(ctx), key.bytes().to_vec());
+        let (verdict, reason) = (outcome.verdict, outcome.reason);
+        let denied = WaitReply::of(self.parsed.opts.detail, &key, req.cost, verdict, reason);
+        enqueue(
+            ctx,
+            self.argv,
+            key,
+            self.parsed,
+            w,
+            req.now,
+            wake_at,
+            denied,
+        )
     }
 }
 
@@ -343,14 +338,14 @@ fn exact_wait(retry: Retry, now: Micros) -> Option<Micros> {
     }
 }
 
-/// Block the caller on `key` until its turn or `w.timeout`; `denied` is its denied reply, sent
-/// at once if the server gives no handle.
+/// Block the caller (its arguments `argv`, without `WAIT timeout`) on `key` until its turn or
+/// `w.timeout`; `denied` is its denied reply, sent at once if the server gives no handle.
 #[allow(clippy::too_many_arguments)]
 fn enqueue(
     ctx: &Context,
     argv: Argv<'_>,
     key: Key,
-    parsed: Parsed<ConcurrencyParams>,
+    parsed: &Parsed<ConcurrencyParams>,
     w: Wait,
     now: Micros,
     wake_at: Option<Micros>,
@@ -363,15 +358,9 @@ fn enqueue(
         Hooks::reply(ctx, &denied);
         return Ok(());
     };
-    let skip = w.index..w.index.saturating_add(2);
     let call = Call {
         client,
-        argv: argv
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !skip.contains(i))
-            .map(|(_, a)| a.bytes().to_vec())
-            .collect(),
+        argv: argv.iter().map(|a| a.bytes().to_vec()).collect(),
         params: parsed.params,
         cost: parsed.opts.cost,
         detail: parsed.opts.detail,
