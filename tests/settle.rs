@@ -637,6 +637,13 @@ fn reservations_are_not_pushed_out_by_newer_ids() {
     let before = digest(&mut c, "g");
     let e = c.err(&call(gcra, "g", &hold(1, "c", "1h", t)));
     assert!(e.starts_with("ERR too many reservations"), "{e}");
+    // A plain DEDUP id could not be remembered either (a retry would be charged again): refused.
+    let plain: Vec<String> = ["DEDUP", "p", "AT", &t.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let e = c.err(&call(gcra, "g", &plain));
+    assert!(e.starts_with("ERR too many reservations"), "{e}");
     assert_eq!(digest(&mut c, "g"), before);
     // Both are still held: settled, each gives its unit back.
     assert_eq!(settle1(&mut c, "g", "a", 0, t)[..3], [0, 10, 9]);

@@ -286,19 +286,23 @@ impl Remember {
     }
 }
 
-/// The error of a `HOLD` on a key whose every remembered id is a pending reservation, at
-/// `ratelimit.dedup-max` ids.
+/// The error of a call with a `DEDUP` id (a `HOLD` or not) on a key whose every remembered id
+/// is a pending reservation, at `ratelimit.dedup-max` ids.
 pub const TOO_MANY_HOLDS: &str =
     "too many reservations held on the key (ratelimit.dedup-max), settle some first";
 
-/// Whether a call granted on the key (`None`: missing) can hold its grant under its id: the
-/// call takes no `HOLD`, or there is room for the id ([`Extras::can_hold`]).
+/// Whether a call granted on the key (`None`: missing) can remember its `DEDUP` id: it has none;
+/// ids are not remembered at all (`dedup-max` 0) and it holds nothing; or there is room for the
+/// id ([`Extras::can_hold`]). A key whose every remembered id is a pending reservation refuses a
+/// new id rather than forget one: a reservation pushed out could not be settled, and a plain id
+/// not remembered would let a retry of its call be charged again.
 ///
 /// [`Extras::can_hold`]: crate::core::extras::Extras::can_hold
-pub fn can_hold(state: Option<&LimiterState>, remember: Remember, dedup_max: usize) -> bool {
-    remember.hold.is_none()
-        || remember.id.is_none()
-        || state.map_or(dedup_max > 0, |s| s.extras.can_hold(dedup_max))
+pub fn can_remember(state: Option<&LimiterState>, remember: Remember, dedup_max: usize) -> bool {
+    if remember.id.is_none() || (remember.hold.is_none() && dedup_max == 0) {
+        return true;
+    }
+    state.map_or(dedup_max > 0, |s| s.extras.can_hold(dedup_max))
 }
 
 /// Carry out `action` on a key judged at `now` ([`Judged::now`]) under `params`, creating its
@@ -614,7 +618,7 @@ pub fn apply<A: Stored>(
     }
     let action = j.decide(req);
     if matches!(action, Settle::Charge(_) | Settle::Reserve(..))
-        && !can_hold(existing.as_deref(), Remember::of(req), dedup_max)
+        && !can_remember(existing.as_deref(), Remember::of(req), dedup_max)
     {
         return Err(CoreError::Refused(TOO_MANY_HOLDS));
     }

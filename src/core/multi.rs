@@ -587,7 +587,7 @@ fn apply_now(
         }
         if matches!(action, Settle::Charge(_) | Settle::Reserve(..))
             && !req.peek
-            && !flow::can_hold(slot.state(), flow::Remember::of(req), dedup_max)
+            && !flow::can_remember(slot.state(), flow::Remember::of(req), dedup_max)
         {
             return Err(CoreError::Refused(flow::TOO_MANY_HOLDS).into());
         }
