@@ -17,7 +17,7 @@ use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
-use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
@@ -314,140 +314,136 @@ pub fn multi_error(e: MultiError, keys: &[&[u8]]) -> RlError {
 pub struct All;
 
 impl Run for All {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
-    }
-}
+    /// RL.ALL on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        if declare_keys(ctx, bytes) {
+            return Ok(());
+        }
+        let parsed = AllRequest::parse(bytes)?;
+        if parsed.policy.is_some() {
+            policy_state::flush_pending(ctx);
+        }
+        let eval = evaluation_time(ctx, parsed.opts.at)?;
+        let now = eval.now;
+        let req: Request = parsed.opts.request(now);
+        let names: Vec<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
 
-/// RL.ALL on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    if declare_keys(ctx, bytes) {
-        return Ok(());
+        let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
+        let mut held = Vec::with_capacity(keys.len());
+        for key in keys.iter_mut() {
+            held.push(key.limiter(this.name_str())?);
+        }
+        // A new lease on a concurrency key does not pass the clients waiting there
+        // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
+        // denied.
+        let yielder =
+            parsed
+                .specs
+                .iter()
+                .zip(&parsed.keys)
+                .zip(&held)
+                .position(|((spec, key), state)| {
+                    spec.kind() == Kind::Concurrency
+                        && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+                });
+        let yields = yielder.is_some();
+        let mut req = req;
+        req.peek |= yields;
+        let mut slots: Vec<Slot<'_>> = held
+            .iter_mut()
+            .map(|h| match h {
+                Some(state) => Slot::Existing(state),
+                None => Slot::New(None),
+            })
+            .collect();
+        let outcome = apply_charged(
+            &mut slots,
+            &parsed.specs,
+            &parsed.charges,
+            &req,
+            config::dedup_max(),
+        )
+        .map_err(|e| multi_error(e, &parsed.keys))?;
+        let created: Vec<Write> = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::New(Some(state)) => Write::Created(state),
+                Slot::Existing(_) => Write::Updated,
+                Slot::New(None) => Write::None,
+            })
+            .collect();
+        let fates: Vec<Fate> = held
+            .into_iter()
+            .zip(created)
+            .zip(&outcome.writes)
+            .map(|((state, write), at)| match at {
+                Some(at) => Fate::of(ctx, state, write, *at, None),
+                None => Fate::of(ctx, state, Write::None, 0, None),
+            })
+            .collect();
+        let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
+        // A new lease that yields to the waiters on a concurrency key is denied (judged only);
+        // under `SHADOW` it is let through, taking nothing.
+        let yielded = if req.shadow {
+            yields && req.cost > 0
+        } else {
+            wait::deny_yielded(&mut reply, yields, req.cost)
+        };
+        let d = Decision::from(reply);
+        // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
+        let granted = outcome.denied_by.is_none() && !yielded;
+        let (reason, denied_by) = match (yielded, req.shadow) {
+            (true, true) => (Reason::Shadow, yielder),
+            // Denied at the concurrency limit the waiters hold, as RL.ACQUIRE says of it.
+            (true, false) => (Reason::Limit, yielder),
+            (false, _) => (reason, outcome.denied_by),
+        };
+        let mut keys: Vec<Touched<'_>> = keys
+            .into_iter()
+            .zip(&names)
+            .zip(fates)
+            .map(|((key, name), fate)| Touched::new(key, *name, fate))
+            .collect();
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: parsed.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut keys,
+            propagate,
+            Count::of(granted, req.shadow),
+            |ctx| {
+                if parsed.opts.detail {
+                    reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
+                } else {
+                    reply_decision(ctx, &d);
+                }
+            },
+        )?;
+        if let Some(p) = &parsed.policy {
+            let count = Count::of(granted, req.shadow);
+            let enforced = Decision::from(outcome.verdict);
+            p.stats.record(
+                count.granted(),
+                count.shadow_denied(),
+                enforced.remaining,
+                enforced.limit,
+            );
+        }
+        Ok(())
     }
-    let parsed = AllRequest::parse(bytes)?;
-    if parsed.policy.is_some() {
-        policy_state::flush_pending(ctx);
-    }
-    let eval = evaluation_time(ctx, parsed.opts.at)?;
-    let now = eval.now;
-    let req: Request = parsed.opts.request(now);
-    let names: Vec<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
-
-    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
-    let mut held = Vec::with_capacity(keys.len());
-    for key in keys.iter_mut() {
-        held.push(key.limiter(this.name_str())?);
-    }
-    // A new lease on a concurrency key does not pass the clients waiting there
-    // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
-    // denied.
-    let yielder =
-        parsed
-            .specs
-            .iter()
-            .zip(&parsed.keys)
-            .zip(&held)
-            .position(|((spec, key), state)| {
-                spec.kind() == Kind::Concurrency
-                    && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
-            });
-    let yields = yielder.is_some();
-    let mut req = req;
-    req.peek |= yields;
-    let mut slots: Vec<Slot<'_>> = held
-        .iter_mut()
-        .map(|h| match h {
-            Some(state) => Slot::Existing(state),
-            None => Slot::New(None),
-        })
-        .collect();
-    let outcome = apply_charged(
-        &mut slots,
-        &parsed.specs,
-        &parsed.charges,
-        &req,
-        config::dedup_max(),
-    )
-    .map_err(|e| multi_error(e, &parsed.keys))?;
-    let created: Vec<Write> = slots
-        .into_iter()
-        .map(|s| match s {
-            Slot::New(Some(state)) => Write::Created(state),
-            Slot::Existing(_) => Write::Updated,
-            Slot::New(None) => Write::None,
-        })
-        .collect();
-    let fates: Vec<Fate> = held
-        .into_iter()
-        .zip(created)
-        .zip(&outcome.writes)
-        .map(|((state, write), at)| match at {
-            Some(at) => Fate::of(ctx, state, write, *at, None),
-            None => Fate::of(ctx, state, Write::None, 0, None),
-        })
-        .collect();
-    let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
-    // A new lease that yields to the waiters on a concurrency key is denied (judged only);
-    // under `SHADOW` it is let through, taking nothing.
-    let yielded = if req.shadow {
-        yields && req.cost > 0
-    } else {
-        wait::deny_yielded(&mut reply, yields, req.cost)
-    };
-    let d = Decision::from(reply);
-    // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
-    let granted = outcome.denied_by.is_none() && !yielded;
-    let (reason, denied_by) = match (yielded, req.shadow) {
-        (true, true) => (Reason::Shadow, yielder),
-        // Denied at the concurrency limit the waiters hold, as RL.ACQUIRE says of it.
-        (true, false) => (Reason::Limit, yielder),
-        (false, _) => (reason, outcome.denied_by),
-    };
-    let mut keys: Vec<Touched<'_>> = keys
-        .into_iter()
-        .zip(&names)
-        .zip(fates)
-        .map(|((key, name), fate)| Touched::new(key, *name, fate))
-        .collect();
-    let propagate = Propagate::WithAt {
-        argv,
-        at_index: parsed.opts.at_index,
-        now,
-    };
-    finish(
-        ctx,
-        Tail::of(this),
-        eval,
-        &mut keys,
-        propagate,
-        Count::of(granted, req.shadow),
-        |ctx| {
-            if parsed.opts.detail {
-                reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
-            } else {
-                reply_decision(ctx, &d);
-            }
-        },
-    )?;
-    if let Some(p) = &parsed.policy {
-        let count = Count::of(granted, req.shadow);
-        let enforced = Decision::from(outcome.verdict);
-        p.stats.record(
-            count.granted(),
-            count.shadow_denied(),
-            enforced.remaining,
-            enforced.limit,
-        );
-    }
-    Ok(())
 }
 
 /// The detailed reply of RL.ALL or RL.CHECKALL: the call's reply `d`, its reason and the index

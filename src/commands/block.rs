@@ -6,7 +6,6 @@ use redis_module::Context;
 use crate::commands::args::{Args, Options, duration};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::with_bytes;
 use crate::commands::{Evaluation, evaluation_time};
 use crate::core::Micros;
 use crate::core::flow;
@@ -66,56 +65,52 @@ impl BlockRequest {
 pub struct Block;
 
 impl Run for Block {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run_block(ctx, argv, bytes, this))
+    /// RL.BLOCK on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        let req = BlockRequest::parse(bytes)?;
+        let name = argv.get(1).ok_or(RlError::Arity)?;
+        let eval = evaluation_time(ctx, req.opts.at)?;
+        let now = eval.now;
+        let mut key = LimiterKey::open(ctx, name);
+        let (fate, until, at) = match key.limiter(this.name_str())? {
+            Some(mut state) => {
+                let (expires_at, until, at) = flow::block(&mut state, now, req.d);
+                (Fate::kept(state, Some(expires_at)), until, at)
+            }
+            None => {
+                let state = flow::new_block(now, req.d);
+                let until = state.extras.block_until();
+                let fate = Fate::Written {
+                    new: Some(state),
+                    expires_at: until,
+                    sent: None,
+                };
+                (fate, until, now)
+            }
+        };
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: req.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut [Touched::new(key, name, fate)],
+            propagate,
+            true,
+            |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
+        )
     }
-}
-
-/// RL.BLOCK on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE.
-fn run_block(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    let req = BlockRequest::parse(bytes)?;
-    let name = argv.get(1).ok_or(RlError::Arity)?;
-    let eval = evaluation_time(ctx, req.opts.at)?;
-    let now = eval.now;
-    let mut key = LimiterKey::open(ctx, name);
-    let (fate, until, at) = match key.limiter(this.name_str())? {
-        Some(mut state) => {
-            let (expires_at, until, at) = flow::block(&mut state, now, req.d);
-            (Fate::kept(state, Some(expires_at)), until, at)
-        }
-        None => {
-            let state = flow::new_block(now, req.d);
-            let until = state.extras.block_until();
-            let fate = Fate::Written {
-                new: Some(state),
-                expires_at: until,
-                sent: None,
-            };
-            (fate, until, now)
-        }
-    };
-    let propagate = Propagate::WithAt {
-        argv,
-        at_index: req.opts.at_index,
-        now,
-    };
-    finish(
-        ctx,
-        Tail::of(this),
-        eval,
-        &mut [Touched::new(key, name, fate)],
-        propagate,
-        true,
-        |ctx| reply::integer(ctx, ceil_ms(until.saturating_sub(at))),
-    )
 }
 
 /// RL.UNBLOCK key
@@ -127,7 +122,12 @@ pub struct Unblock;
 impl Run for Unblock {
     /// # Errors
     /// Arity, WRONGTYPE.
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }

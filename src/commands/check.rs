@@ -12,7 +12,7 @@ use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
 use crate::commands::detail;
 use crate::commands::row::{Command, Run};
-use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::core::kind::Kind;
 use crate::core::limiter::Decision;
 use crate::core::multi::{AnyParams, BESTEFFORT_CHARGES};
@@ -96,56 +96,53 @@ impl<'a> CheckRequest<'a> {
 pub struct Check;
 
 impl Run for Check {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
+    /// RL.CHECK on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        let req = CheckRequest::parse(bytes)?;
+        let name = argv.get(1).ok_or(RlError::Arity)?;
+        // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
+        let now = evaluation_time(ctx, req.opts.at)?.now;
+        let mut key = LimiterKey::open_read(ctx, name);
+        let mut value = key.limiter_copy(this.name_str())?;
+        // Reservations ended unsettled are given back on the copy (nothing is written).
+        if let Some(copy) = value.as_mut() {
+            copy.catch_up(copy.clock(now)).map_err(RlError::from)?;
+        }
+        let state = value.as_ref();
+        let judged = req
+            .spec
+            .judge(state, now, req.opts.cost, req.opts.best_effort, None)
+            .map_err(RlError::from)?;
+        let granted =
+            judged.verdict.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none());
+        this.stats.record(Count::of(granted, req.opts.shadow));
+        if req.opts.detail {
+            detail::reply_one(
+                ctx,
+                name.bytes(),
+                req.name,
+                None,
+                req.opts.cost,
+                judged.verdict,
+                req.spec.window(judged.now),
+                judged.reason(),
+                req.opts.shadow,
+            );
+            return Ok(());
+        }
+        let reply = req.opts.request(now).reply(judged.verdict, judged.reason());
+        let d = Decision::from(reply.0);
+        reply_decision(ctx, &d);
+        Ok(())
     }
-}
-
-/// RL.CHECK on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE (a stream key: an error naming RL.STREAMCOUNT).
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    let req = CheckRequest::parse(bytes)?;
-    let name = argv.get(1).ok_or(RlError::Arity)?;
-    // Bounded like the call it previews (PEEK): an AT the call would refuse is refused here.
-    let now = evaluation_time(ctx, req.opts.at)?.now;
-    let mut key = LimiterKey::open_read(ctx, name);
-    let mut value = key.limiter_copy(this.name_str())?;
-    // Reservations ended unsettled are given back on the copy (nothing is written).
-    if let Some(copy) = value.as_mut() {
-        copy.catch_up(copy.clock(now)).map_err(RlError::from)?;
-    }
-    let state = value.as_ref();
-    let judged = req
-        .spec
-        .judge(state, now, req.opts.cost, req.opts.best_effort, None)
-        .map_err(RlError::from)?;
-    let granted = judged.verdict.granted > 0 || (req.opts.cost == 0 && judged.blocked.is_none());
-    this.stats.record(Count::of(granted, req.opts.shadow));
-    if req.opts.detail {
-        detail::reply_one(
-            ctx,
-            name.bytes(),
-            req.name,
-            None,
-            req.opts.cost,
-            judged.verdict,
-            req.spec.window(judged.now),
-            judged.reason(),
-            req.opts.shadow,
-        );
-        return Ok(());
-    }
-    let reply = req.opts.request(now).reply(judged.verdict, judged.reason());
-    let d = Decision::from(reply.0);
-    reply_decision(ctx, &d);
-    Ok(())
 }
 
 #[cfg(test)]

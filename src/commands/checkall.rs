@@ -11,7 +11,7 @@ use redis_module::Context;
 
 use crate::commands::all::{AllRequest, declare_keys, multi_error, reply_detail};
 use crate::commands::row::{Command, Run};
-use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::core::dedup::DedupId;
 use crate::core::limiter::{Decision, Request};
 use crate::core::multi::{Slot, apply_charged};
@@ -70,55 +70,51 @@ pub fn parse<'a>(items: &'a [&'a [u8]]) -> Result<AllRequest<'a>, RlError> {
 pub struct CheckAll;
 
 impl Run for CheckAll {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
+    /// RL.CHECKALL on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE naming the key (a stream key: an error naming RL.STREAMCOUNT).
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        if declare_keys(ctx, bytes) {
+            return Ok(());
+        }
+        let parsed = parse(bytes)?;
+        // Bounded like the call it previews: an AT RL.ALL would refuse is refused here.
+        let now = evaluation_time(ctx, parsed.opts.at)?.now;
+        let req = Request {
+            peek: true,
+            ..parsed.opts.request(now)
+        };
+        let mut copies = Vec::with_capacity(parsed.keys.len());
+        for name in argv.iter().skip(2).take(parsed.keys.len()) {
+            let mut key = LimiterKey::open_read(ctx, name);
+            copies.push(key.limiter_copy(this.name_str())?);
+        }
+        let mut slots: Vec<Slot<'_>> = copies
+            .iter_mut()
+            .map(|c| match c {
+                Some(state) => Slot::Existing(state),
+                None => Slot::New(None),
+            })
+            .collect();
+        let outcome = apply_charged(&mut slots, &parsed.specs, &parsed.charges, &req, 0)
+            .map_err(|e| multi_error(e, &parsed.keys))?;
+        let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
+        let d = Decision::from(reply);
+        this.stats
+            .record(Count::of(outcome.denied_by.is_none(), req.shadow));
+        if parsed.opts.detail {
+            reply_detail(ctx, &d, (reason, outcome.denied_by), &parsed, &outcome);
+        } else {
+            reply_decision(ctx, &d);
+        }
+        Ok(())
     }
-}
-
-/// RL.CHECKALL on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE naming the key (a stream key: an error naming RL.STREAMCOUNT).
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    if declare_keys(ctx, bytes) {
-        return Ok(());
-    }
-    let parsed = parse(bytes)?;
-    // Bounded like the call it previews: an AT RL.ALL would refuse is refused here.
-    let now = evaluation_time(ctx, parsed.opts.at)?.now;
-    let req = Request {
-        peek: true,
-        ..parsed.opts.request(now)
-    };
-    let mut copies = Vec::with_capacity(parsed.keys.len());
-    for name in argv.iter().skip(2).take(parsed.keys.len()) {
-        let mut key = LimiterKey::open_read(ctx, name);
-        copies.push(key.limiter_copy(this.name_str())?);
-    }
-    let mut slots: Vec<Slot<'_>> = copies
-        .iter_mut()
-        .map(|c| match c {
-            Some(state) => Slot::Existing(state),
-            None => Slot::New(None),
-        })
-        .collect();
-    let outcome = apply_charged(&mut slots, &parsed.specs, &parsed.charges, &req, 0)
-        .map_err(|e| multi_error(e, &parsed.keys))?;
-    let (reply, reason) = req.reply(outcome.verdict, outcome.reason);
-    let d = Decision::from(reply);
-    this.stats
-        .record(Count::of(outcome.denied_by.is_none(), req.shadow));
-    if parsed.opts.detail {
-        reply_detail(ctx, &d, (reason, outcome.denied_by), &parsed, &outcome);
-    } else {
-        reply_decision(ctx, &d);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::commands::acquire_args::{lease_id, parse_acquire, parse_with};
 use crate::commands::args::{Args, at_time, quote};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{LimiterCommand, Parsed, evaluation_time, with_bytes};
+use crate::commands::{LimiterCommand, Parsed, evaluation_time};
 use crate::core::Micros;
 use crate::core::concurrency::{
     Concurrency, ConcurrencyParams, Released, release as release_lease,
@@ -127,67 +127,63 @@ impl Release {
 pub struct ReleaseCommand;
 
 impl Run for ReleaseCommand {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| release(ctx, argv, bytes, this))
-    }
-}
-
-/// RL.RELEASE on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors; WRONGTYPE for a key of another type or algorithm.
-fn release(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    let parsed = Release::parse(bytes)?;
-    let key_name = argv.get(1).ok_or(RlError::Arity)?;
-    let eval = evaluation_time(ctx, parsed.at)?;
-    let now = eval.now;
-    let mut key = LimiterKey::open(ctx, key_name);
-    let (fate, units, now) = match key.limiter(this.name_str())? {
-        None => (Fate::Unchanged, 0, now),
-        Some(mut state) => {
-            let now = state.clock(now);
-            // Judged before anything changes: a key of another algorithm changes nothing.
-            let released = release_lease(&mut state, parsed.id, now);
-            let (fate, units) = match released {
-                Err(e) => {
-                    state.discard();
-                    return Err(RlError::from(e));
-                }
-                Ok(Released::Nothing) => (Fate::kept(state, None), 0),
-                Ok(Released::Emptied { units }) => {
-                    drop(state);
-                    (Fate::Deleted, units)
-                }
-                Ok(Released::Kept { units, expires_at }) => {
-                    (Fate::kept(state, Some(expires_at)), units)
-                }
-            };
-            (fate, units, now)
+    /// RL.RELEASE on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors; WRONGTYPE for a key of another type or algorithm.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        let parsed = Release::parse(bytes)?;
+        let key_name = argv.get(1).ok_or(RlError::Arity)?;
+        let eval = evaluation_time(ctx, parsed.at)?;
+        let now = eval.now;
+        let mut key = LimiterKey::open(ctx, key_name);
+        let (fate, units, now) = match key.limiter(this.name_str())? {
+            None => (Fate::Unchanged, 0, now),
+            Some(mut state) => {
+                let now = state.clock(now);
+                // Judged before anything changes: a key of another algorithm changes nothing.
+                let released = release_lease(&mut state, parsed.id, now);
+                let (fate, units) = match released {
+                    Err(e) => {
+                        state.discard();
+                        return Err(RlError::from(e));
+                    }
+                    Ok(Released::Nothing) => (Fate::kept(state, None), 0),
+                    Ok(Released::Emptied { units }) => {
+                        drop(state);
+                        (Fate::Deleted, units)
+                    }
+                    Ok(Released::Kept { units, expires_at }) => {
+                        (Fate::kept(state, Some(expires_at)), units)
+                    }
+                };
+                (fate, units, now)
+            }
+        };
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: parsed.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut [Touched::new(key, key_name, fate)],
+            propagate,
+            units > 0,
+            |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
+        )?;
+        if units > 0 {
+            crate::commands::wait::freed(ctx, key_name);
         }
-    };
-    let propagate = Propagate::WithAt {
-        argv,
-        at_index: parsed.at_index,
-        now,
-    };
-    finish(
-        ctx,
-        Tail::of(this),
-        eval,
-        &mut [Touched::new(key, key_name, fate)],
-        propagate,
-        units > 0,
-        |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
-    )?;
-    if units > 0 {
-        crate::commands::wait::freed(ctx, key_name);
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

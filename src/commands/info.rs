@@ -38,7 +38,12 @@ pub struct Info;
 impl Run for Info {
     /// # Errors
     /// Arity, WRONGTYPE for a key of another type.
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }

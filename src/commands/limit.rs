@@ -12,7 +12,7 @@ use redis_module::Context;
 use crate::commands::args::{Args, Options};
 use crate::commands::policy_state;
 use crate::commands::row::{Command, Run};
-use crate::commands::{Call, reply_decision, run_call, with_bytes};
+use crate::commands::{Call, reply_decision, run_call};
 use crate::core::Kind;
 use crate::core::state::{Stored, dispatch};
 use crate::docs::{ArgType, CommandDoc, DELAY, KEY, arg};
@@ -32,76 +32,72 @@ pub const DOC: CommandDoc = CommandDoc {
 pub struct Limit;
 
 impl Run for Limit {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
-    }
-}
-
-/// RL.LIMIT on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Arity, an unknown policy or one of several limiters (naming it), the options' errors, and
-/// those of the limiter's own command.
-#[inline(always)]
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    let Some(&name) = bytes.get(2) else {
-        return Err(RlError::Arity);
-    };
-    let mut args = Args::new(bytes);
-    args.nth(2);
-    let mut opts = Options::parse(&mut args, |_, _| Ok(false))?;
-    let found = policy_state::lookup(name)?;
-    let [limiter] = found.def.limiters.as_slice() else {
-        return Err(RlError::PolicyKeys {
-            policy: crate::commands::args::quote(name),
-            limiters: found.def.limiters.len(),
-            keys: 1,
-        });
-    };
-    if let Some(charge) = limiter.charge {
-        opts.cost = charge;
-    }
-    // A policy set with SHADOW: every call under it as with the SHADOW option.
-    opts.shadow |= found.def.shadow;
-    policy_state::flush_pending(ctx);
-    // A concurrency limiter takes its lease id from the call's DEDUP, as in RL.ALL.
-    let bound;
-    let spec = if limiter.params.kind() == Kind::Concurrency {
-        if opts.dedup.is_none() {
-            return Err(RlError::Conflict(
-                "a CONCURRENCY policy needs DEDUP id (the lease id)",
-            ));
+    /// RL.LIMIT on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Arity, an unknown policy or one of several limiters (naming it), the options' errors, and
+    /// those of the limiter's own command.
+    #[inline(always)]
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        let Some(&name) = bytes.get(2) else {
+            return Err(RlError::Arity);
+        };
+        let mut args = Args::new(bytes);
+        args.nth(2);
+        let mut opts = Options::parse(&mut args, |_, _| Ok(false))?;
+        let found = policy_state::lookup(name)?;
+        let [limiter] = found.def.limiters.as_slice() else {
+            return Err(RlError::PolicyKeys {
+                policy: crate::commands::args::quote(name),
+                limiters: found.def.limiters.len(),
+                keys: 1,
+            });
+        };
+        if let Some(charge) = limiter.charge {
+            opts.cost = charge;
         }
-        bound = limiter
-            .params
-            .clone()
-            .bind_call(opts.dedup, opts.best_effort)
-            .map_err(RlError::from)?;
-        &bound
-    } else {
-        &limiter.params
-    };
-    let hooks = Hooks {
-        opts,
-        name: limiter.name.as_deref(),
-        policy: &found.name,
-    };
-    // Never taken over (RL.LIMIT has no steps of its own), so always counted.
-    let ran = dispatch!(spec.state(), a => limit_with(ctx, argv, bytes, this, a, hooks))?;
-    if let Some(ran) = ran {
-        found.stats.record(
-            ran.count.granted(),
-            ran.count.shadow_denied(),
-            ran.decision.remaining,
-            ran.decision.limit,
-        );
+        // A policy set with SHADOW: every call under it as with the SHADOW option.
+        opts.shadow |= found.def.shadow;
+        policy_state::flush_pending(ctx);
+        // A concurrency limiter takes its lease id from the call's DEDUP, as in RL.ALL.
+        let bound;
+        let spec = if limiter.params.kind() == Kind::Concurrency {
+            if opts.dedup.is_none() {
+                return Err(RlError::Conflict(
+                    "a CONCURRENCY policy needs DEDUP id (the lease id)",
+                ));
+            }
+            bound = limiter
+                .params
+                .clone()
+                .bind_call(opts.dedup, opts.best_effort)
+                .map_err(RlError::from)?;
+            &bound
+        } else {
+            &limiter.params
+        };
+        let hooks = Hooks {
+            opts,
+            name: limiter.name.as_deref(),
+            policy: &found.name,
+        };
+        // Never taken over (RL.LIMIT has no steps of its own), so always counted.
+        let ran = dispatch!(spec.state(), a => limit_with(ctx, argv, bytes, this, a, hooks))?;
+        if let Some(ran) = ran {
+            found.stats.record(
+                ran.count.granted(),
+                ran.count.shadow_denied(),
+                ran.decision.remaining,
+                ran.decision.limit,
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// What RL.LIMIT gives the limiter's flow besides its parameters.

@@ -209,8 +209,13 @@ pub struct Limiter<C>(PhantomData<C>);
 
 impl<C: LimiterCommand> Run for Limiter<C> {
     #[inline(always)]
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| C::call(ctx, argv, bytes, &this.stats))
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        C::call(ctx, argv, bytes, &this.stats)
     }
 }
 

@@ -21,7 +21,6 @@ use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, quote};
 use crate::commands::policy_state::{dump_all, flush_pending, owe_nothing, store};
 use crate::commands::row::{Command, Run};
-use crate::commands::with_bytes;
 use crate::config;
 use crate::core::policy::{
     self, ARG_MAX, ARGS_MAX, DESC_MAX, Definition, LIMITERS_MAX, Payload, Policy, PolicyLimiter,
@@ -264,7 +263,12 @@ const HELP: &[&str] = &[
 pub struct Help;
 
 impl Run for Help {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }
@@ -291,33 +295,36 @@ fn store_error(e: StoreError) -> RlError {
 pub struct Set;
 
 impl Run for Set {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| {
-            let [_, _, name, def @ ..] = bytes else {
-                return Err(RlError::Arity);
-            };
-            if def.is_empty() {
-                return Err(RlError::Arity);
+    fn run(
+        ctx: &Context,
+        _argv: Argv<'_>,
+        bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
+        let [_, _, name, def @ ..] = bytes else {
+            return Err(RlError::Arity);
+        };
+        if def.is_empty() {
+            return Err(RlError::Arity);
+        }
+        let name = name_of(name)?;
+        let parsed = parse_definition(def)?;
+        let args: Vec<Vec<u8>> = def.iter().map(|a| a.to_vec()).collect();
+        let (version, payload) = {
+            let mut s = store();
+            if let Some(other) = s.collision(name) {
+                return Err(RlError::PolicyFields(quote(name), quote(other)));
             }
-            let name = name_of(name)?;
-            let parsed = parse_definition(def)?;
-            let args: Vec<Vec<u8>> = def.iter().map(|a| a.to_vec()).collect();
-            let (version, payload) = {
-                let mut s = store();
-                if let Some(other) = s.collision(name) {
-                    return Err(RlError::PolicyFields(quote(name), quote(other)));
-                }
-                let version = s
-                    .set(name, args, parsed, config::max_policies())
-                    .map_err(store_error)?;
-                let payload = s.get(name).map(|p| s.dump_one(p)).unwrap_or_default();
-                (version, payload)
-            };
-            flush_pending(ctx);
-            ffi::replicate::replicate_policies(ctx, &payload, true);
-            reply::integer(ctx, i64::try_from(version).unwrap_or(i64::MAX));
-            Ok(())
-        })
+            let version = s
+                .set(name, args, parsed, config::max_policies())
+                .map_err(store_error)?;
+            let payload = s.get(name).map(|p| s.dump_one(p)).unwrap_or_default();
+            (version, payload)
+        };
+        flush_pending(ctx);
+        ffi::replicate::replicate_policies(ctx, &payload, true);
+        reply::integer(ctx, i64::try_from(version).unwrap_or(i64::MAX));
+        Ok(())
     }
 }
 
@@ -325,7 +332,12 @@ impl Run for Set {
 pub struct Get;
 
 impl Run for Get {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 3 {
             return Err(RlError::Arity);
         }
@@ -348,7 +360,12 @@ impl Run for Get {
 pub struct Del;
 
 impl Run for Del {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 3 {
             return Err(RlError::Arity);
         }
@@ -367,7 +384,12 @@ impl Run for Del {
 pub struct List;
 
 impl Run for List {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }
@@ -398,7 +420,12 @@ impl Run for List {
 pub struct Dump;
 
 impl Run for Dump {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }
@@ -416,48 +443,51 @@ impl Run for Dump {
 pub struct Restore;
 
 impl Run for Restore {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| {
-            let (payload, merge) = match bytes {
-                [_, _, payload] => (*payload, false),
-                [_, _, payload, m] if m.eq_ignore_ascii_case(b"MERGE") => (*payload, true),
-                [_, _, _, other] => return Err(RlError::UnknownOption(quote(other))),
-                _ => return Err(RlError::Arity),
-            };
-            let max = if ffi::wait::replaying(ctx) {
-                policy::MAX_POLICIES_LIMIT
-            } else {
-                config::max_policies()
-            };
-            let (counter, policies) = parse_payload(payload, max)?;
-            let full = {
-                let mut s = store();
-                if merge {
-                    if let Some((p, other)) = policies
-                        .iter()
-                        .find_map(|p| s.collision(&p.name).map(|o| (p, o)))
-                    {
-                        return Err(RlError::PolicyFields(quote(&p.name), quote(other)));
-                    }
-                    let added = policies.iter().filter(|p| s.get(&p.name).is_none()).count();
-                    if s.len().saturating_add(added) > max {
-                        return Err(store_error(StoreError::Full(max)));
-                    }
-                    for p in policies {
-                        s.put(p);
-                    }
-                    s.raise_counter(counter);
-                } else {
-                    let counter = counter.max(s.counter());
-                    s.replace_all(counter, policies);
+    fn run(
+        ctx: &Context,
+        _argv: Argv<'_>,
+        bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
+        let (payload, merge) = match bytes {
+            [_, _, payload] => (*payload, false),
+            [_, _, payload, m] if m.eq_ignore_ascii_case(b"MERGE") => (*payload, true),
+            [_, _, _, other] => return Err(RlError::UnknownOption(quote(other))),
+            _ => return Err(RlError::Arity),
+        };
+        let max = if ffi::wait::replaying(ctx) {
+            policy::MAX_POLICIES_LIMIT
+        } else {
+            config::max_policies()
+        };
+        let (counter, policies) = parse_payload(payload, max)?;
+        let full = {
+            let mut s = store();
+            if merge {
+                if let Some((p, other)) = policies
+                    .iter()
+                    .find_map(|p| s.collision(&p.name).map(|o| (p, o)))
+                {
+                    return Err(RlError::PolicyFields(quote(&p.name), quote(other)));
                 }
-                s.dump()
-            };
-            owe_nothing();
-            ffi::replicate::replicate_policies(ctx, &full, false);
-            reply::ok(ctx);
-            Ok(())
-        })
+                let added = policies.iter().filter(|p| s.get(&p.name).is_none()).count();
+                if s.len().saturating_add(added) > max {
+                    return Err(store_error(StoreError::Full(max)));
+                }
+                for p in policies {
+                    s.put(p);
+                }
+                s.raise_counter(counter);
+            } else {
+                let counter = counter.max(s.counter());
+                s.replace_all(counter, policies);
+            }
+            s.dump()
+        };
+        owe_nothing();
+        ffi::replicate::replicate_policies(ctx, &full, false);
+        reply::ok(ctx);
+        Ok(())
     }
 }
 

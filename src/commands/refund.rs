@@ -6,7 +6,7 @@ use redis_module::Context;
 use crate::commands::args::{Args, Options, positive};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::core::flow;
 use crate::core::limiter::Decision;
 use crate::docs::{AT, ArgType, CommandDoc, KEY, arg, opt};
@@ -58,65 +58,61 @@ impl RefundRequest {
 pub struct Refund;
 
 impl Run for Refund {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
-    }
-}
-
-/// RL.REFUND on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE, an algorithm that takes no refund; nothing is written then.
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    let req = RefundRequest::parse(bytes)?;
-    let name = argv.get(1).ok_or(RlError::Arity)?;
-    let eval = evaluation_time(ctx, req.opts.at)?;
-    let now = eval.now;
-    let mut key = LimiterKey::open(ctx, name);
-    let held = key.limiter(this.name_str())?;
-    // Judged before anything changes: a refund that errors changes nothing.
-    let judged = match &held {
-        Some(state) => {
-            flow::judge_refund(state, now, req.units, req.opts.dedup).map_err(RlError::from)?
-        }
-        None => None,
-    };
-    let (fate, reply) = match (held, judged) {
-        (Some(mut state), Some(judged)) => {
-            let d = Decision::from(judged.verdict);
-            let written = flow::settle_refund(&mut state, judged);
-            (Fate::kept(state, written), Some(d))
-        }
-        (held, _) => {
-            if let Some(state) = held {
-                state.discard();
+    /// RL.REFUND on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE, an algorithm that takes no refund; nothing is written then.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        let req = RefundRequest::parse(bytes)?;
+        let name = argv.get(1).ok_or(RlError::Arity)?;
+        let eval = evaluation_time(ctx, req.opts.at)?;
+        let now = eval.now;
+        let mut key = LimiterKey::open(ctx, name);
+        let held = key.limiter(this.name_str())?;
+        // Judged before anything changes: a refund that errors changes nothing.
+        let judged = match &held {
+            Some(state) => {
+                flow::judge_refund(state, now, req.units, req.opts.dedup).map_err(RlError::from)?
             }
-            (Fate::Unchanged, None)
-        }
-    };
-    let granted = reply.is_some_and(|d| d.granted > 0);
-    let propagate = Propagate::WithAt {
-        argv,
-        at_index: req.opts.at_index,
-        now,
-    };
-    finish(
-        ctx,
-        Tail::of(this),
-        eval,
-        &mut [Touched::new(key, name, fate)],
-        propagate,
-        granted,
-        |ctx| match &reply {
-            Some(d) => reply_decision(ctx, d),
-            None => reply::null(ctx),
-        },
-    )
+            None => None,
+        };
+        let (fate, reply) = match (held, judged) {
+            (Some(mut state), Some(judged)) => {
+                let d = Decision::from(judged.verdict);
+                let written = flow::settle_refund(&mut state, judged);
+                (Fate::kept(state, written), Some(d))
+            }
+            (held, _) => {
+                if let Some(state) = held {
+                    state.discard();
+                }
+                (Fate::Unchanged, None)
+            }
+        };
+        let granted = reply.is_some_and(|d| d.granted > 0);
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: req.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut [Touched::new(key, name, fate)],
+            propagate,
+            granted,
+            |ctx| match &reply {
+                Some(d) => reply_decision(ctx, d),
+                None => reply::null(ctx),
+            },
+        )
+    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,12 @@ pub const SET_DOC: CommandDoc = CommandDoc {
 pub struct Restore;
 
 impl Run for Restore {
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         let bytes: Vec<&[u8]> = argv.iter().map(Arg::bytes).collect();
         run(ctx, argv, &bytes)
     }
@@ -114,7 +119,12 @@ pub struct Set;
 impl Run for Set {
     /// # Errors
     /// Arity, a bad payload, WRONGTYPE for a key of a non-module type.
-    fn run(ctx: &Context, argv: Argv<'_>, _this: &'static Command) -> Result<(), RlError> {
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
         let (3, Some(name), Some(payload)) = (argv.len(), argv.get(1), argv.get(2)) else {
             return Err(RlError::Arity);
         };

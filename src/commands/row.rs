@@ -67,12 +67,18 @@ impl Command {
     }
 }
 
-/// A command's handler: runs the call on its arguments (`argv[0]` is the command name), with
-/// its row of the table. On `Ok` it has replied; an error is replied for it (`ffi::command`).
+/// A command's handler: runs the call on its arguments (`argv[0]` is the command name) and
+/// their bytes (`bytes[i]` is `argv[i]`'s), with its row of the table. On `Ok` it has replied;
+/// an error is replied for it (`ffi::command`).
 pub trait Run {
     /// Run the call.
     ///
     /// # Errors
     /// The error to reply (nothing was replied yet).
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError>;
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError>;
 }

@@ -9,7 +9,7 @@ use crate::commands::all::declare_keys;
 use crate::commands::args::{Args, Options, non_negative, positive};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{evaluation_time, reply_decision, with_bytes};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::limiter::Decision;
 use crate::core::settle;
@@ -102,82 +102,78 @@ impl<'a> SettleRequest<'a> {
 pub struct Settle;
 
 impl Run for Settle {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, this))
-    }
-}
-
-/// RL.SETTLE on the call's arguments and their bytes; on `Ok` it has replied.
-///
-/// # Errors
-/// Argument errors, WRONGTYPE, a concurrency limiter, debt the state cannot hold; nothing is
-/// written then.
-fn run(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-) -> Result<(), RlError> {
-    if declare_keys(ctx, bytes) {
-        return Ok(());
-    }
-    let req = SettleRequest::parse(bytes)?;
-    let eval = evaluation_time(ctx, req.opts.at)?;
-    let now = eval.now;
-    let names: Vec<Arg<'_>> = argv.iter().skip(2).take(req.keys.len()).collect();
-    let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
-    let mut held = Vec::with_capacity(keys.len());
-    for key in keys.iter_mut() {
-        held.push(key.limiter(this.name_str())?);
-    }
-    // Every key judged before any changes: a settle that errors changes nothing.
-    let mut judged = Vec::with_capacity(held.len());
-    for (state, &units) in held.iter().zip(&req.units) {
-        judged.push(match state {
-            Some(s) => settle::judge_settle(s, now, req.id, units)?,
-            None => None,
-        });
-    }
-    // Counted as granted when the id was a reservation on any key (a settle with 0 included).
-    let granted = judged.iter().flatten().any(|j| j.held);
-    let mut replies: Vec<Option<Decision>> = Vec::with_capacity(held.len());
-    let mut fates: Vec<Fate> = Vec::with_capacity(held.len());
-    for (state, judged) in held.into_iter().zip(judged) {
-        match (state, judged) {
-            (Some(mut state), Some(judged)) => {
-                replies.push(Some(Decision::from(judged.verdict)));
-                let written = settle::settle_settled(&mut state, judged);
-                fates.push(Fate::kept(state, written));
-            }
-            (state, _) => {
-                if let Some(state) = state {
-                    state.discard();
+    /// RL.SETTLE on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE, a concurrency limiter, debt the state cannot hold; nothing is
+    /// written then.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        if declare_keys(ctx, bytes) {
+            return Ok(());
+        }
+        let req = SettleRequest::parse(bytes)?;
+        let eval = evaluation_time(ctx, req.opts.at)?;
+        let now = eval.now;
+        let names: Vec<Arg<'_>> = argv.iter().skip(2).take(req.keys.len()).collect();
+        let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
+        let mut held = Vec::with_capacity(keys.len());
+        for key in keys.iter_mut() {
+            held.push(key.limiter(this.name_str())?);
+        }
+        // Every key judged before any changes: a settle that errors changes nothing.
+        let mut judged = Vec::with_capacity(held.len());
+        for (state, &units) in held.iter().zip(&req.units) {
+            judged.push(match state {
+                Some(s) => settle::judge_settle(s, now, req.id, units)?,
+                None => None,
+            });
+        }
+        // Counted as granted when the id was a reservation on any key (a settle with 0 included).
+        let granted = judged.iter().flatten().any(|j| j.held);
+        let mut replies: Vec<Option<Decision>> = Vec::with_capacity(held.len());
+        let mut fates: Vec<Fate> = Vec::with_capacity(held.len());
+        for (state, judged) in held.into_iter().zip(judged) {
+            match (state, judged) {
+                (Some(mut state), Some(judged)) => {
+                    replies.push(Some(Decision::from(judged.verdict)));
+                    let written = settle::settle_settled(&mut state, judged);
+                    fates.push(Fate::kept(state, written));
                 }
-                replies.push(None);
-                fates.push(Fate::Unchanged);
+                (state, _) => {
+                    if let Some(state) = state {
+                        state.discard();
+                    }
+                    replies.push(None);
+                    fates.push(Fate::Unchanged);
+                }
             }
         }
+        let mut touched: Vec<Touched<'_>> = keys
+            .into_iter()
+            .zip(names)
+            .zip(fates)
+            .map(|((key, name), fate)| Touched::new(key, name, fate))
+            .collect();
+        let propagate = Propagate::WithAt {
+            argv,
+            at_index: req.opts.at_index,
+            now,
+        };
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut touched,
+            propagate,
+            granted,
+            |ctx| reply_all(ctx, &replies),
+        )
     }
-    let mut touched: Vec<Touched<'_>> = keys
-        .into_iter()
-        .zip(names)
-        .zip(fates)
-        .map(|((key, name), fate)| Touched::new(key, name, fate))
-        .collect();
-    let propagate = Propagate::WithAt {
-        argv,
-        at_index: req.opts.at_index,
-        now,
-    };
-    finish(
-        ctx,
-        Tail::of(this),
-        eval,
-        &mut touched,
-        propagate,
-        granted,
-        |ctx| reply_all(ctx, &replies),
-    )
 }
 
 /// The reply: one limiter reply per key (nil for a missing key).

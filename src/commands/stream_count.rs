@@ -21,9 +21,9 @@
 use redis_module::Context;
 
 use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::evaluation_time;
 use crate::commands::propagate::replicate_pexpireat;
 use crate::commands::row::{Command, Run};
-use crate::commands::{evaluation_time, with_bytes};
 use crate::core::Micros;
 use crate::core::stream_count::{
     self, ID_BUF, IdRange, Inconsistent, Plan, StreamId, Tally, next_id, plan, window_ms,
@@ -163,8 +163,13 @@ fn reply_total(ctx: &Context, total: u64) {
 pub struct StreamCount;
 
 impl Run for StreamCount {
-    fn run(ctx: &Context, argv: Argv<'_>, this: &'static Command) -> Result<(), RlError> {
-        with_bytes(argv, |bytes| run(ctx, argv, bytes, &this.stats))
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        run(ctx, argv, bytes, &this.stats)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
     Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy,
-    policy_state, refund, restore, settle, stream_count, throttle,
+    policy_state, refund, restore, settle, stream_count, throttle, with_bytes,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -43,7 +43,7 @@ impl<H: Run, const I: usize> Handler for Row<H, I> {
         const { assert!(I < COMMANDS.len()) };
         // In bounds: checked above, when the row is built.
         #[allow(clippy::indexing_slicing)]
-        H::run(ctx, argv, &COMMANDS[I])
+        with_bytes(argv, |bytes| H::run(ctx, argv, bytes, &COMMANDS[I]))
     }
 }
 
