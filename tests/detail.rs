@@ -6,32 +6,6 @@
 mod common;
 use common::*;
 
-fn int(i: i64) -> Reply {
-    Reply::Int(i)
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(s.as_bytes().to_vec())
-}
-
-/// One limiter's RESP2 entry: name, key, then cost, granted, limit, remaining, retry_after_ms,
-/// reset_after_ms, window_ms, and a nil policy.
-fn entry(name: &str, key: &str, values: [i64; 7]) -> Reply {
-    let mut v = vec![bulk(name), bulk(key)];
-    v.extend(values.into_iter().map(int));
-    v.push(Reply::Nil);
-    Reply::Array(v)
-}
-
-/// The RESP2 detailed reply.
-fn detailed(head: [i64; 5], denied_by: Option<&str>, reason: &str, entries: Vec<Reply>) -> Reply {
-    let mut v: Vec<Reply> = head.into_iter().map(int).collect();
-    v.push(denied_by.map_or(Reply::Nil, bulk));
-    v.push(bulk(reason));
-    v.push(Reply::Array(entries));
-    Reply::Array(v)
-}
-
 #[test]
 fn detail_on_gcra_names_the_limiter_and_its_window() {
     let s = Server::start();

@@ -79,10 +79,6 @@ fn settle1(c: &mut Conn, key: &str, id: &str, units: u64, t: u64) -> Vec<i64> {
         .expect("a limiter reply")
 }
 
-fn digest(c: &mut Conn, key: &str) -> Reply {
-    c.cmd(&["DEBUG", "DIGEST-VALUE", key])
-}
-
 #[test]
 fn settle_below_equal_and_above_the_units_held_per_algorithm() {
     let s = Server::start();

@@ -1013,3 +1013,41 @@ pub fn base_ms() -> u64 {
         (now / 1000 + 3600) * 1000
     })
 }
+
+/// An integer reply.
+pub fn int(i: i64) -> Reply {
+    Reply::Int(i)
+}
+
+/// A bulk string reply.
+pub fn bulk(s: &str) -> Reply {
+    Reply::Bulk(s.as_bytes().to_vec())
+}
+
+/// One limiter's entry of a RESP2 detailed reply (`DETAIL`): name, key, then cost, granted,
+/// limit, remaining, retry_after_ms, reset_after_ms, window_ms, and a nil policy.
+pub fn entry(name: &str, key: &str, values: [i64; 7]) -> Reply {
+    let mut v = vec![bulk(name), bulk(key)];
+    v.extend(values.into_iter().map(int));
+    v.push(Reply::Nil);
+    Reply::Array(v)
+}
+
+/// The RESP2 detailed reply: the five integers, `denied_by`, `reason` and the entries.
+pub fn detailed(
+    head: [i64; 5],
+    denied_by: Option<&str>,
+    reason: &str,
+    entries: Vec<Reply>,
+) -> Reply {
+    let mut v: Vec<Reply> = head.into_iter().map(int).collect();
+    v.push(denied_by.map_or(Reply::Nil, bulk));
+    v.push(bulk(reason));
+    v.push(Reply::Array(entries));
+    Reply::Array(v)
+}
+
+/// `DEBUG DIGEST-VALUE key`: equal values have equal digests.
+pub fn digest(c: &mut Conn, key: &str) -> Reply {
+    c.cmd(&["DEBUG", "DIGEST-VALUE", key])
+}
