@@ -10,9 +10,9 @@ use crate::core::flow::Write;
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::leaky_bucket::LeakyBucket;
 use crate::core::limiter::{Request, Retry, Verdict};
-use crate::core::multi::{AnyParams, Slot, apply_all};
+use crate::core::multi::AnyParams;
 use crate::core::state::{LimiterState, Stored};
-use crate::core::testkit::{Key, T0};
+use crate::core::testkit::{self, Key, T0};
 use crate::core::token_bucket::TokenBucket;
 
 /// How far the model looks for a wait, in µs (far beyond any wait of the parameters tested).
@@ -479,26 +479,7 @@ proptest! {
             now = now.saturating_add_signed(dt);
             let req = request(now, cost, be, peek, delay);
             let want = model_all(&mut models, now, cost, be, peek, delay);
-            let mut slots: Vec<Slot<'_>> = states
-                .iter_mut()
-                .map(|s| match s {
-                    Some(s) => Slot::Existing(s),
-                    None => Slot::New(None),
-                })
-                .collect();
-            let out = apply_all(&mut slots, &specs, &req, 10).unwrap();
-            let created: Vec<Option<LimiterState>> = slots
-                .into_iter()
-                .map(|s| match s {
-                    Slot::New(s) => s,
-                    Slot::Existing(_) => None,
-                })
-                .collect();
-            for (s, new) in states.iter_mut().zip(created) {
-                if new.is_some() {
-                    *s = new;
-                }
-            }
+            let out = testkit::apply_all_on(&mut states, &specs, &req).unwrap();
             prop_assert_eq!(out.verdict, want, "step {} {:?}", i, req);
             prop_assert_eq!(
                 out.writes.iter().all(Option::is_some),

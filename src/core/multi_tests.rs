@@ -128,26 +128,7 @@ fn try_run(
     specs: &[AnyParams],
     req: &Request,
 ) -> Result<Decision, MultiError> {
-    let mut slots: Vec<Slot<'_>> = states
-        .iter_mut()
-        .map(|s| match s {
-            Some(s) => Slot::Existing(s),
-            None => Slot::New(None),
-        })
-        .collect();
-    let out = apply_all(&mut slots, specs, req, 10)?;
-    let created: Vec<Option<LimiterState>> = slots
-        .into_iter()
-        .map(|s| match s {
-            Slot::New(s) => s,
-            Slot::Existing(_) => None,
-        })
-        .collect();
-    for (s, new) in states.iter_mut().zip(created) {
-        if new.is_some() {
-            *s = new;
-        }
-    }
+    let out = testkit::apply_all_on(states, specs, req)?;
     Ok(Decision::from(out.verdict))
 }
 

@@ -11,7 +11,7 @@ use crate::core::flow::{self, Outcome, Write};
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::kind::Kind;
 use crate::core::limiter::{Reason, Request, Retry, Verdict, shadow};
-use crate::core::multi::{AnyParams, MultiError, MultiOutcome, Slot, apply_all};
+use crate::core::multi::AnyParams;
 use crate::core::state::{LimiterState, Stored, dispatch};
 use crate::core::testkit::{self, T0};
 use crate::core::{CoreError, Micros};
@@ -46,35 +46,6 @@ fn current(state: &Option<LimiterState>, spec: &AnyParams, now: Micros) -> Verdi
         ..Request::new(0, now)
     };
     call(&mut state.clone(), spec, &req).unwrap().verdict
-}
-
-/// RL.ALL on `states` (missing keys created when written).
-fn all(
-    states: &mut [Option<LimiterState>],
-    specs: &[AnyParams],
-    req: &Request,
-) -> Result<MultiOutcome, MultiError> {
-    let mut slots: Vec<Slot<'_>> = states
-        .iter_mut()
-        .map(|s| match s {
-            Some(s) => Slot::Existing(s),
-            None => Slot::New(None),
-        })
-        .collect();
-    let out = apply_all(&mut slots, specs, req, 10)?;
-    let created: Vec<Option<LimiterState>> = slots
-        .into_iter()
-        .map(|s| match s {
-            Slot::New(s) => s,
-            Slot::Existing(_) => None,
-        })
-        .collect();
-    for (s, new) in states.iter_mut().zip(created) {
-        if new.is_some() {
-            *s = new;
-        }
-    }
-    Ok(out)
 }
 
 /// Any registered algorithm with small parameters (`extra` a lease id, an offset, a precision).
@@ -234,7 +205,9 @@ proptest! {
                 continue;
             };
             let shadow_req = Request { shadow: true, ..req };
-            let (e, s) = match (all(&mut enforced, &bound, &req), all(&mut shadowed, &bound, &shadow_req)) {
+            let e = testkit::apply_all_on(&mut enforced, &bound, &req);
+            let s = testkit::apply_all_on(&mut shadowed, &bound, &shadow_req);
+            let (e, s) = match (e, s) {
                 (Ok(e), Ok(s)) => (e, s),
                 (e, s) => {
                     prop_assert_eq!(e.err(), s.err(), "{:?}", op);

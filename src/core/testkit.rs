@@ -12,7 +12,7 @@ use crate::core::codec;
 use crate::core::flow::{Outcome, Write, apply};
 use crate::core::kind::{Kind, of};
 use crate::core::limiter::{Request, Retry, Verdict};
-use crate::core::multi::AnyParams;
+use crate::core::multi::{AnyParams, MultiError, MultiOutcome, Slot, apply_all};
 use crate::core::state::LimiterState;
 use crate::core::state::{Stored, WiredState};
 use crate::core::time::Micros;
@@ -346,4 +346,37 @@ fn every_algorithm_has_samples_of_its_kind() {
             assert_eq!(spec.kind(), *kind);
         }
     }
+}
+
+/// RL.ALL (`multi::apply_all`, 10 `DEDUP` ids per key) on the keys `states`: a missing key
+/// (`None`) gets the value a grant creates.
+///
+/// # Errors
+/// `apply_all`'s.
+pub fn apply_all_on(
+    states: &mut [Option<LimiterState>],
+    specs: &[AnyParams],
+    req: &Request,
+) -> Result<MultiOutcome, MultiError> {
+    let mut slots: Vec<Slot<'_>> = states
+        .iter_mut()
+        .map(|s| match s {
+            Some(s) => Slot::Existing(s),
+            None => Slot::New(None),
+        })
+        .collect();
+    let out = apply_all(&mut slots, specs, req, 10)?;
+    let created: Vec<Option<LimiterState>> = slots
+        .into_iter()
+        .map(|s| match s {
+            Slot::New(s) => s,
+            Slot::Existing(_) => None,
+        })
+        .collect();
+    for (s, new) in states.iter_mut().zip(created) {
+        if new.is_some() {
+            *s = new;
+        }
+    }
+    Ok(out)
 }
