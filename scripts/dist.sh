@@ -49,7 +49,8 @@ SO="$TARGET_DIR/$ZIG_TARGET/release/libredis_ratelimit.so"
 rm -rf "$OUT" "dist/$PKG.tar.gz"
 mkdir -p "$OUT"
 strip --strip-all -o "$OUT/libredis_ratelimit.so" "$SO"
-chmod 0644 "$OUT/libredis_ratelimit.so"
+# Redis 7 refuses to load a module file without execute permission.
+chmod 0755 "$OUT/libredis_ratelimit.so"
 
 # The glibc check: every versioned symbol the module imports must be at most the baseline.
 glibc_check() {
