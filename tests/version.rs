@@ -114,11 +114,14 @@ fn every_package_declares_the_module_version() {
             if path.extension().is_some_and(|e| e == "go") {
                 for line in read(&path).lines() {
                     let line = line.trim().trim_start_matches("const").trim();
-                    if let Some(rest) = line.strip_prefix("Version") {
-                        if let Some(v) = rest.trim_start().strip_prefix('=') {
-                            let v = v.trim().trim_matches('"').to_string();
-                            found.push((path.display().to_string(), v));
-                        }
+                    if let Some(v) = line
+                        .strip_prefix("Version")
+                        .and_then(|rest| rest.trim_start().strip_prefix('='))
+                    {
+                        // The quoted value, a trailing comment left out.
+                        let v = v.trim().trim_start_matches('"');
+                        let v = v.split('"').next().unwrap_or_default().to_string();
+                        found.push((path.display().to_string(), v));
                     }
                 }
             }
