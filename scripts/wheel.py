@@ -65,28 +65,32 @@ runs inside Redis: the package only carries the file.
 def main() -> None:
     version, so, license_file, out = sys.argv[1:5]
     dist_info = "%s-%s.dist-info" % (PACKAGE, version)
-    metadata = "\n".join([
-        "Metadata-Version: 2.1",
-        "Name: " + NAME,
-        "Version: " + version,
-        "Summary: The redis-ratelimit Redis module (libredis_ratelimit.so) for Linux x86_64, with path()",
-        "License: MIT",
-        "Requires-Python: >=3.8",
-        "Classifier: License :: OSI Approved :: MIT License",
-        "Classifier: Operating System :: POSIX :: Linux",
-        "Classifier: Programming Language :: Python :: 3",
-        "Classifier: Topic :: Database",
-        "Description-Content-Type: text/markdown",
-        "",
-        DESCRIPTION,
-    ])
-    wheel = "\n".join([
-        "Wheel-Version: 1.0",
-        "Generator: redis-ratelimit scripts/wheel.py",
-        "Root-Is-Purelib: false",
-        "Tag: " + TAG,
-        "",
-    ])
+    metadata = "\n".join(
+        [
+            "Metadata-Version: 2.1",
+            "Name: " + NAME,
+            "Version: " + version,
+            "Summary: The redis-ratelimit Redis module (libredis_ratelimit.so) for Linux x86_64, with path()",
+            "License: MIT",
+            "Requires-Python: >=3.8",
+            "Classifier: License :: OSI Approved :: MIT License",
+            "Classifier: Operating System :: POSIX :: Linux",
+            "Classifier: Programming Language :: Python :: 3",
+            "Classifier: Topic :: Database",
+            "Description-Content-Type: text/markdown",
+            "",
+            DESCRIPTION,
+        ]
+    )
+    wheel = "\n".join(
+        [
+            "Wheel-Version: 1.0",
+            "Generator: redis-ratelimit scripts/wheel.py",
+            "Root-Is-Purelib: false",
+            "Tag: " + TAG,
+            "",
+        ]
+    )
     files = [
         (PACKAGE + "/__init__.py", INIT.replace("@VERSION@", version).encode(), 0o644),
         (PACKAGE + "/py.typed", b"", 0o644),

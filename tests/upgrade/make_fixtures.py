@@ -26,13 +26,13 @@ asserts those states from the same parameters, not from anything written here.
 usage: tests/upgrade/make_fixtures.py     (needs cargo and Debian's redis-server; about 5 min)
 """
 
+import io
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tarfile
-import io
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,9 +43,21 @@ SERVER = os.environ.get("RL_SERVER", "redis-server")
 # name, commit, what changed after it
 BUILDS = [
     ("v1-6e74f17", "6e74f17", "codec version 1 only: before blocks and settled ids (version 2)"),
-    ("v2-9093493", "9093493", "codec version 2; RL._SET payloads in versions 1 and 2 (before version 3)"),
-    ("v3-0afd7a4", "0afd7a4", "codec versions 1-3: RL._SET in the fixed-width version 3; before HOLD (version 4)"),
-    ("v4-5f6520d", "5f6520d", "codec version 4 (HOLD reservations) and named policies (RDB aux data, RL.POLICY DUMP)"),
+    (
+        "v2-9093493",
+        "9093493",
+        "codec version 2; RL._SET payloads in versions 1 and 2 (before version 3)",
+    ),
+    (
+        "v3-0afd7a4",
+        "0afd7a4",
+        "codec versions 1-3: RL._SET in the fixed-width version 3; before HOLD (version 4)",
+    ),
+    (
+        "v4-5f6520d",
+        "5f6520d",
+        "codec version 4 (HOLD reservations) and named policies (RDB aux data, RL.POLICY DUMP)",
+    ),
 ]
 
 Y = "36500d"  # one unit per century
@@ -75,7 +87,10 @@ def scenario(p):
         ("rl.block", ["RL.BLOCK", p + "blocked", Y]),
         ("rl.refund", ["RL.GCRA", p + "refund", "10", "1", Y, "COST", "3", "DEDUP", "r1"]),
         ("rl.refund", ["RL.REFUND", p + "refund", "2", "DEDUP", "r1"]),
-        ("rl.settle", ["RL.GCRA", p + "hold", "10", "1", Y, "COST", "3", "DEDUP", "job-1", "HOLD", Y]),
+        (
+            "rl.settle",
+            ["RL.GCRA", p + "hold", "10", "1", Y, "COST", "3", "DEDUP", "job-1", "HOLD", Y],
+        ),
         ("rl.limit", ["RL.LIMIT", p + "pol", "fxpol", "COST", "2"]),
     ]
 
@@ -123,9 +138,27 @@ def free_port():
 def start(so, d, *extra):
     port = free_port()
     proc = subprocess.Popen(
-        [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-         "--logfile", "server.log", *extra, "--loadmodule", so],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
+        [
+            SERVER,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            d,
+            "--save",
+            "",
+            "--logfile",
+            "server.log",
+            *extra,
+            "--loadmodule",
+            so,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=d,
+    )
     for _ in range(300):
         if proc.poll() is not None:
             return proc, None
@@ -183,7 +216,9 @@ def build(commit):
         return so
     shutil.rmtree(src, ignore_errors=True)
     os.makedirs(src)
-    tree = subprocess.run(["git", "-C", ROOT, "archive", commit], check=True, capture_output=True).stdout
+    tree = subprocess.run(
+        ["git", "-C", ROOT, "archive", commit], check=True, capture_output=True
+    ).stdout
     tarfile.open(fileobj=io.BytesIO(tree)).extractall(src)
     # git archive dates every file at the commit's time: older than the scratch target's last
     # build, which cargo would then reuse. Date them now.
@@ -201,8 +236,9 @@ def generate(name, so):
     d = os.path.join(SCRATCH, "run-" + name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    proc, c = start(so, d, "--appendonly", "yes", "--aof-use-rdb-preamble", "no",
-                    "--appendfsync", "always")
+    proc, c = start(
+        so, d, "--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"
+    )
     try:
         have = {}
 
@@ -254,9 +290,12 @@ def downgrade(name, so, newer):
     proc, c = start(so, d)
     if c is None:
         log = open(os.path.join(d, "server.log")).read().splitlines()
-        why = [l.split(" ", 4)[-1] for l in log if "RDB" in l or "module" in l.lower()][-1:]
+        why = [line.split(" ", 4)[-1] for line in log if "RDB" in line or "module" in line.lower()][
+            -1:
+        ]
         result = "refused: the server exits without loading it\n" + "".join(
-            "  log: " + l + "\n" for l in why)
+            "  log: " + line + "\n" for line in why
+        )
     else:
         keys = c.cmd("KEYS", "*")
         result = "loaded, %d keys\n" % len(keys)
@@ -280,9 +319,19 @@ def replicate(master_so, master_rdb, replica_so):
     shutil.copy(master_rdb, os.path.join(dm, "dump.rdb"))
     pm, cm = start(master_so, dm, "--enable-debug-command", "yes")
     port = cm.s.getpeername()[1]
-    pr, cr = start(replica_so, dr, "--enable-debug-command", "yes", "--replicaof", "127.0.0.1",
-                   str(port), "--repl-diskless-load", "disabled")
+    pr, cr = start(
+        replica_so,
+        dr,
+        "--enable-debug-command",
+        "yes",
+        "--replicaof",
+        "127.0.0.1",
+        str(port),
+        "--repl-diskless-load",
+        "disabled",
+    )
     try:
+
         def link():
             try:
                 return info_field(cr, "replication", "master_link_status")
@@ -294,25 +343,36 @@ def replicate(master_so, master_rdb, replica_so):
             time.sleep(0.1)
         if pr.poll() is not None:
             log = open(os.path.join(dr, "server.log")).read().splitlines()
-            why = [l.split(" ", 4)[-1] for l in log if "RDB" in l or "module" in l.lower()][-1:]
+            why = [
+                line.split(" ", 4)[-1] for line in log if "RDB" in line or "module" in line.lower()
+            ][-1:]
             return "the replica exits: it cannot load the master's RDB\n" + "".join(
-                "  replica log: " + l + "\n" for l in why)
+                "  replica log: " + line + "\n" for line in why
+            )
         if link() != "up":
             log = open(os.path.join(dr, "server.log")).read().splitlines()
-            why = [l.split(" ", 4)[-1] for l in log if "RDB" in l or "module" in l.lower()][-1:]
+            why = [
+                line.split(" ", 4)[-1] for line in log if "RDB" in line or "module" in line.lower()
+            ][-1:]
             return "the replica does not sync (it retries the full sync forever)\n" + "".join(
-                "  replica log: " + l + "\n" for l in why)
+                "  replica log: " + line + "\n" for line in why
+            )
         # Calls after the sync reach the replica as the master propagates them (RL._SET, ...).
         cm.cmd("RL.GCRA", "fx:gcra", "10", "1", Y)
         cm.cmd("RL.GCRA", "fx:dedup", "10", "1", Y, "DEDUP", "req-2")
         cm.cmd("RL.SLIDING", "fx:sliding", "10", Y)
         deadline = time.time() + 10
-        while (info_field(cr, "replication", "master_repl_offset")
-               != info_field(cm, "replication", "master_repl_offset")) and time.time() < deadline:
+        while (
+            info_field(cr, "replication", "master_repl_offset")
+            != info_field(cm, "replication", "master_repl_offset")
+        ) and time.time() < deadline:
             time.sleep(0.1)
         keys = sorted(k.decode() for k in cm.cmd("KEYS", "*"))
-        differ = [k for k in keys
-                  if cm.cmd("DEBUG", "DIGEST-VALUE", k) != cr.cmd("DEBUG", "DIGEST-VALUE", k)]
+        differ = [
+            k
+            for k in keys
+            if cm.cmd("DEBUG", "DIGEST-VALUE", k) != cr.cmd("DEBUG", "DIGEST-VALUE", k)
+        ]
         if differ:
             return "the replica differs from the master on %s\n" % ", ".join(differ)
         return "the replica follows: %d keys, DEBUG DIGEST-VALUE equal on both\n" % len(keys)
@@ -330,16 +390,20 @@ def main():
     for i, (name, so) in enumerate(sos[:-1]):
         with open(os.path.join(OUT, name, "downgrade.txt"), "w") as f:
             f.write("This build started on the RDB of a newer build:\n")
-            for newer, _ in sos[i + 1:]:
+            for newer, _ in sos[i + 1 :]:
                 f.write(downgrade(name, so, newer))
     newest, newest_so = sos[-1]
     with open(os.path.join(OUT, "replication.txt"), "w") as f:
         f.write("Replication across builds (Redis 7.0, master started on its build's dump.rdb):\n")
         for name, so in sos[:-1]:
-            f.write("master %s, replica %s: %s" % (
-                name, newest, replicate(so, os.path.join(OUT, name, "dump.rdb"), newest_so)))
-            f.write("master %s, replica %s: %s" % (
-                newest, name, replicate(newest_so, os.path.join(OUT, newest, "dump.rdb"), so)))
+            f.write(
+                "master %s, replica %s: %s"
+                % (name, newest, replicate(so, os.path.join(OUT, name, "dump.rdb"), newest_so))
+            )
+            f.write(
+                "master %s, replica %s: %s"
+                % (newest, name, replicate(newest_so, os.path.join(OUT, newest, "dump.rdb"), so))
+            )
     with open(os.path.join(OUT, "BUILDS.txt"), "w") as f:
         for name, commit, what in BUILDS:
             f.write("%s  commit %s  %s\n" % (name, commit, what))
