@@ -428,7 +428,13 @@ class HttpLimit:
         out: dict[str, str] = {}
         retry = result.retry_after_header
         if retry is not None:
-            retry = max([retry, *(i[4] or 0 for i in items)])
+            # Never before the end of the effective window of a limit that denied the call.
+            denied = (
+                {d.name for d in result.limiters if d.retry_after_ms != 0}
+                if result.limiters
+                else {i[0] for i in items}
+            )
+            retry = max([retry, *(i[4] or 0 for i in items if i[0] in denied)])
         if self.headers == "draft-11":
             pk = f";pk=:{_pk(call.client)}:" if self.partition_key else ""
             out["RateLimit-Policy"] = ", ".join(

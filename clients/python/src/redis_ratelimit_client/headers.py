@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from ._limiters import Limiter
@@ -62,6 +61,11 @@ def effective_window(remaining: int, limit: int, next_unit: Result | None) -> in
     return ceil_seconds(next_unit.retry_after_ms) if next_unit.retry_after_ms >= 0 else 0
 
 
+def _t_of(d: LimiterDetail, wait: LimiterDetail | None) -> int | None:
+    one = Result(True, 0, 0, 0, wait.retry_after_ms, 0) if wait is not None else None
+    return effective_window(d.remaining, d.limit, one)
+
+
 def _item(name: str, remaining: int, t: int | None) -> str:
     return f"{sf_string(name)};r={max(remaining, 0)}" + ("" if t is None else f";t={t}")
 
@@ -72,13 +76,9 @@ def ratelimit(result: Result, policies: Policies, next_unit: Result | None = Non
     limiter's ``CHARGE`` its remaining + 1), or the one item of a single limiter."""
     if result.limiters:
         waits = {d.name: d for d in (next_unit.limiters if next_unit is not None else ())}
-
-        def t_of(d: LimiterDetail) -> int | None:
-            w = waits.get(d.name)
-            one = Result(True, 0, 0, 0, w.retry_after_ms, 0) if w else None
-            return effective_window(d.remaining, d.limit, one)
-
-        return ", ".join(_item(d.name, d.remaining, t_of(d)) for d in result.limiters)
+        return ", ".join(
+            _item(d.name, d.remaining, _t_of(d, waits.get(d.name))) for d in result.limiters
+        )
     if len(policies) != 1:
         raise ValueError("several limits need a detailed reply (detail=True) to be named")
     (name,) = policies
@@ -103,6 +103,12 @@ def rate_limit_headers(
     out = {"RateLimit-Policy": policy, "RateLimit": field}
     retry = result.retry_after_header
     if retry is not None:
-        ts = [int(m) for m in re.findall(r";t=([0-9]+)", field)]
-        out["Retry-After"] = str(max([retry, *ts]))
+        # Never before the end of the effective window of a limiter that denied the call.
+        if result.limiters:
+            waits = {d.name: d for d in (next_unit.limiters if next_unit is not None else ())}
+            ts = [_t_of(d, waits.get(d.name)) for d in result.limiters if d.retry_after_ms != 0]
+        else:
+            ts = [effective_window(result.remaining, result.limit, next_unit)]
+        ts_known = [t for t in ts if t is not None]
+        out["Retry-After"] = str(max([retry, *ts_known]))
     return out
