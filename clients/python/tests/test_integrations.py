@@ -140,6 +140,31 @@ def plain_server() -> Iterator[tuple[str, int]]:
     proc.wait()
 
 
+def test_module_missing_async(
+    plain_server: tuple[str, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    errors: list[BaseException] = []
+
+    async def main() -> list[int]:
+        for protocol in (2, 3):
+            aclient = aioredis.Redis(host=plain_server[0], port=plain_server[1], protocol=protocol)
+            mw = RateLimitMiddleware(
+                _ok_app,
+                AsyncRateLimiter(aclient),
+                "5/second",
+                name=f"missing-{protocol}",
+                on_error=lambda e, sc: errors.append(e),
+            )
+            statuses = [(await asgi_call(mw))[0] for _ in range(2)]
+            await aclient.aclose()
+        return statuses
+
+    with caplog.at_level(logging.WARNING, logger="redis_ratelimit"):
+        assert asyncio.run(main()) == [503, 503]
+    assert len(errors) == 4 and all(isinstance(e, ModuleNotLoadedError) for e in errors)
+    assert len([r for r in caplog.records if r.name == "redis_ratelimit"]) == 2
+
+
 @pytest.mark.parametrize("fail,expected", [("closed", 503), ("open", 200)])
 def test_module_missing_is_named_logged_and_hooked(
     plain_server: tuple[str, int], fail: Any, expected: int, caplog: pytest.LogCaptureFixture
@@ -483,6 +508,49 @@ def test_client_address_helpers() -> None:
     assert client_ip("2001:db8:1:2ff:aaaa::1", ipv6_subnet=64) == "2001:db8:1:2ff::/64"
     assert client_ip("2001:db8::1", ipv6_subnet=None) == "2001:db8::1"
     assert client_ip("::ffff:203.0.113.7") == "203.0.113.7"
+
+
+def test_forwarded_client_keys(sync_client: redis.Redis) -> None:
+    from redis_ratelimit_client.flask import forwarded_client
+
+    app = flask_app(
+        RateLimiter(sync_client), "2/minute", key=forwarded_client(1), name="behind-proxy"
+    )
+    c = app.test_client()
+    env = {"REMOTE_ADDR": "10.0.0.1"}
+    for client in ("203.0.113.7", "203.0.113.8"):
+        statuses = [
+            c.get("/", headers={"X-Forwarded-For": f"1.2.3.4, {client}"}, environ_base=env)
+            for _ in range(3)
+        ]
+        assert [r.status_code for r in statuses] == [200, 200, 429]
+    assert sorted(sync_client.keys("rl:behind-proxy:*")) == [
+        b"rl:behind-proxy:203.0.113.7",
+        b"rl:behind-proxy:203.0.113.8",
+    ]
+
+
+def test_asgi_on_denied(server: RedisModuleServer) -> None:
+    from starlette.responses import PlainTextResponse
+
+    async def main() -> None:
+        aclient = aioredis.Redis(host=server.host, port=server.port)
+        await aclient.delete("rl:asgi-denied:127.0.0.1")
+        mw = RateLimitMiddleware(
+            _ok_app,
+            AsyncRateLimiter(aclient),
+            GCRA(1, 1, "10s"),
+            name="asgi-denied",
+            at=lambda sc: T,
+            on_denied=lambda sc, result: PlainTextResponse("slow down", status_code=429),
+        )
+        await asgi_call(mw)
+        status, h = await asgi_call(mw)
+        assert status == 429 and h["content-type"].startswith("text/plain")
+        assert h["retry-after"] == "10" and h["ratelimit"] == '"asgi-denied";r=0;t=10'
+        await aclient.aclose()
+
+    asyncio.run(main())
 
 
 def test_flask_async_view(sync_client: redis.Redis) -> None:

@@ -54,3 +54,16 @@ def test_readme_block(
     redis.Redis(host=readme_server.host, port=readme_server.port).flushall()
     code = blocks()[index]
     exec(compile(code, f"README.md block {index + 1}", "exec"), {"__name__": "readme"})
+
+
+def test_the_readme_table_spells_each_method_as_its_signature() -> None:
+    import inspect
+
+    from redis_ratelimit_client import RateLimiter
+
+    text = README.read_text()
+    row = re.search(r"^\| `throttle\(([^)]*)\)` \|", text, re.MULTILINE)
+    assert row is not None
+    written = [a.split("=")[0].strip() for a in row.group(1).split(",")]
+    params = list(inspect.signature(RateLimiter.throttle).parameters)[1:]
+    assert written == [p for p in params if p != "at"]
