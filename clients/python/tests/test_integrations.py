@@ -219,6 +219,11 @@ def test_key_or_cost_function_that_raises_is_the_apps_error(sync_client: redis.R
     app2 = flask_app(rl, "6/second", cost=bad, on_error=lambda e, r: errors.append(e))
     app2.config["PROPAGATE_EXCEPTIONS"] = False
     assert get(app2).status_code == 500
+    # A cost function that returns a cost the limiter cannot take is the app's bug too (it was
+    # reported as "rate limiter unavailable", a 503).
+    app3 = flask_app(rl, "8/second", cost=lambda req: -1, on_error=lambda e, r: errors.append(e))
+    app3.config["PROPAGATE_EXCEPTIONS"] = False
+    assert get(app3).status_code == 500
     assert errors == []
 
     async def main() -> None:

@@ -241,7 +241,9 @@ class HttpLimit:
             unknown = set(costs) - set(self.limits)
             if unknown:
                 raise ValueError(f"costs names limits that do not exist: {sorted(unknown)}")
-        if name is not None and not (name and name.isprintable() and "{" not in name):
+        if name is not None and not (
+            name and name.isprintable() and "{" not in name and "}" not in name
+        ):
             raise ValueError(f"name must be printable, without braces, not {name!r}")
         self.client = client
         self.explicit_name = name
@@ -301,9 +303,6 @@ class HttpLimit:
         return list(self.limits)
 
     # The request's inputs. The adapters compute key/cost (sync or awaited), then call these.
-
-    def skipped(self, skip_value: Any, client: str | None) -> bool:
-        return bool(skip_value) or (client is not None and client in self.allowlist)
 
     def make_call(self, request: Any, client: str, units: Mapping[str, int]) -> Call:
         for n, u in units.items():
