@@ -61,6 +61,8 @@ def _get_sync_connection(pool: Any) -> Any:
 
 
 def _once_sync(client: Any, commands: Sequence[Sequence[c.Arg]], gate: _Gate) -> list[Any]:
+    if gate.abandoned:  # waited in the queue past its request: not even a connection
+        raise LimiterTimeoutError("the request was answered before the call was sent")
     pool = getattr(client, "connection_pool", None)
     if pool is None or getattr(client, "connection", None) is not None:
         out: list[Any] = []
