@@ -21,7 +21,7 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -91,15 +91,49 @@ def _once_sync(client: Any, commands: Sequence[Sequence[c.Arg]], gate: _Gate) ->
         pool.release(conn)
 
 
-def run_sync(limit: HttpLimit, commands: Sequence[Sequence[c.Arg]], deadline: float) -> list[Any]:
+def run_sync(
+    limit: HttpLimit,
+    commands: Sequence[Sequence[c.Arg]],
+    deadline: float,
+    then: Callable[[list[Any]], Sequence[c.Arg] | None] | None = None,
+) -> tuple[list[Any], Any]:
+    """``commands`` in one round trip, then, on the same worker (one thread hand-off per
+    request), the command ``then(replies)`` asks for (the read-only check for ``t``): its reply,
+    or None when there is none in time. The replies of ``commands`` come back as soon as they are
+    there, whatever the second command does."""
     gate = _Gate()
-    future = _POOL.submit(_once_sync, limit.client, commands, gate)
+    first: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
+    second: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            replies = _once_sync(limit.client, commands, gate)
+        except BaseException as e:
+            first.set_exception(e)
+            second.set_result(None)
+            return
+        first.set_result(replies)
+        more = None
+        try:
+            follow = then(replies) if then is not None else None
+            if follow is not None and not gate.abandoned:
+                more = _once_sync(limit.client, [follow], _Gate())[0]
+        except Exception:
+            more = None
+        second.set_result(more)
+
+    _POOL.submit(work)
     try:
-        return future.result(timeout=max(deadline - time.monotonic(), 0))
+        replies = first.result(timeout=max(deadline - time.monotonic(), 0))
     except concurrent.futures.TimeoutError:
         with gate.lock:
             gate.abandoned = True
         raise LimiterTimeoutError(f"no answer within {limit.timeout_ms} ms") from None
+    try:
+        more = second.result(timeout=max(deadline - time.monotonic(), 0))
+    except concurrent.futures.TimeoutError:
+        more = None
+    return replies, more
 
 
 _LOOP_POOLS: weakref.WeakKeyDictionary[
@@ -203,18 +237,17 @@ def decide_sync(limit: HttpLimit, request: Any) -> Decision | None:
     if call is None:
         return None
     deadline = time.monotonic() + limit.timeout_ms / 1000
+
+    def then(replies: list[Any]) -> Sequence[c.Arg] | None:
+        return limit.check_command(call, _result(limit, call, replies))
+
     try:
-        result = _result(limit, call, run_sync(limit, _first_call(limit, call), deadline))
+        replies, more = run_sync(limit, _first_call(limit, call), deadline, then)
+        result = _result(limit, call, replies)
     except Exception as e:
         return limit.failed(call, request, e)
     limit.succeeded()
-    check = None
-    check_args = limit.check_command(call, result)
-    if check_args is not None:
-        try:
-            check = _check(limit, call, run_sync(limit, [check_args], deadline))
-        except Exception:
-            check = None  # t is left out
+    check = None if more is None else _check(limit, call, [more])
     return limit.decide(call, result, check)
 
 
@@ -229,7 +262,7 @@ def settle_sync(limit: HttpLimit, decision: Decision | None, request: Any, respo
     usage = limit.reserve.usage(request, response)
     deadline = time.monotonic() + limit.timeout_ms / 1000
     try:
-        reply = run_sync(limit, [limit.settle_command(call, usage)], deadline)[0]
+        reply = run_sync(limit, [limit.settle_command(call, usage)], deadline)[0][0]
         if isinstance(reply, BaseException):
             raise reply
     except Exception as e:
