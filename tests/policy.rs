@@ -7,35 +7,12 @@
 
 mod common;
 use common::*;
-
-/// `RL.POLICY LIST` as (name, version) pairs, from RESP2's flat array.
-fn list(c: &mut Conn) -> Vec<(String, i64)> {
-    let r = c.cmd(&["RL.POLICY", "LIST"]);
-    let items = r
-        .as_array()
-        .unwrap_or_else(|| panic!("LIST: {r:?}"))
-        .to_vec();
-    items
-        .chunks(2)
-        .map(|p| {
-            (
-                p[0].as_str().expect("name"),
-                p[1].as_int().expect("version"),
-            )
-        })
-        .collect()
-}
+use common::{policy_list as list, policy_set as set};
 
 /// `policies_checksum` of `INFO ratelimit`.
 fn checksum(c: &mut Conn) -> String {
     c.info_field("ratelimit", "ratelimit_policies_checksum")
         .expect("policies_checksum")
-}
-
-fn set(c: &mut Conn, def: &[&str]) -> i64 {
-    let mut call = vec!["RL.POLICY", "SET"];
-    call.extend(def);
-    c.int(&call)
 }
 
 #[test]

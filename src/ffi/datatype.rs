@@ -53,7 +53,8 @@ pub struct AuxHooks {
     /// The payload to save.
     pub save: fn() -> Vec<u8>,
     /// Whether there is anything to save (servers with `aux_save2`, Redis 7.2+ and Valkey, then
-    /// write no aux data at all, so an RDB without policies loads where the module is absent).
+    /// write no aux data at all, so an RDB of a server that never had a policy loads where the
+    /// module is absent; Redis 7.0 calls `aux_save`, which always writes).
     pub any: fn() -> bool,
     /// Replace the state with a saved payload; `false` if it is invalid (the load fails).
     pub load: fn(&[u8]) -> bool,
