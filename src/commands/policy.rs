@@ -264,7 +264,7 @@ pub const DUMP_DOC: CommandDoc = CommandDoc {
 /// `RL.POLICY RESTORE payload [MERGE]`
 pub const RESTORE_DOC: CommandDoc = CommandDoc {
     arity: -3,
-    summary: c"Replace every policy with those of a DUMP payload, versions included (MERGE: add or replace only the payload's)",
+    summary: c"Replace every policy with those of a DUMP payload, versions included (MERGE: add or replace only the payload's, as new versions)",
     complexity: c"O(N) where N is the size of the payload",
     args: &[
         arg(c"payload", ArgType::String),
@@ -296,7 +296,8 @@ const HELP: &[&str] = &[
     "DUMP",
     "    Every policy, versions included, as one payload.",
     "RESTORE <payload> [MERGE]",
-    "    Replace every policy with the payload's (MERGE: add or replace only those).",
+    "    Replace every policy with the payload's, versions included (MERGE: add or replace",
+    "    only those, each taking the next version).",
     "HELP",
     "    Print this help.",
 ];
