@@ -700,7 +700,10 @@ fn a_damaged_policy_payload_in_the_rdb_fails_the_load_cleanly() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("not able to load"), "{status}: {text}");
     assert!(
-        text.contains("ratelimit: the RDB's named policies (aux data) are invalid"),
+        text.contains(
+            "ratelimit: the RDB's named policies (aux data) are invalid \
+             (ERR invalid policy payload: policy 'free': ERR unknown limiter 'GCRX')"
+        ),
         "{text}"
     );
     assert!(!text.contains("panic"), "{text}");

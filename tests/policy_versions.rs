@@ -309,3 +309,40 @@ fn an_unknown_subcommand_is_the_servers_error_and_the_modules_own_are_printable(
     assert_eq!(e, "ERR unknown option '\\xffM\\x01'");
     assert!(c.cmd(&["RL.POLICY", "HELP"]).as_array().is_some());
 }
+
+/// The state an earlier version of the module could save after reproducer 2 (a counter and a
+/// version of 2^64 - 1, here in an AOF of the old single-file form, which the server upgrades)
+/// still loads, as every stored form must: LIST then refuses to cap the version (an error
+/// saying why), SET says no version is left, and nothing else breaks.
+#[test]
+fn a_saved_counter_above_the_bound_loads_and_no_reply_caps_it() {
+    let dir = std::env::temp_dir().join(format!(
+        "rl-policy-versions-{}-{}",
+        std::process::id(),
+        base_ms()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = payload(u64::MAX, &[("a", u64::MAX, GCRA)]);
+    let mut aof = b"*3\r\n".to_vec();
+    for arg in [&b"RL.POLICY"[..], b"RESTORE", &p] {
+        aof.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        aof.extend_from_slice(arg);
+        aof.extend_from_slice(b"\r\n");
+    }
+    std::fs::write(dir.join("appendonly.aof"), aof).unwrap();
+    let s = Server::start_in(&dir, &["--appendonly", "yes"]);
+    let mut c = s.conn();
+    assert_eq!(dump(&mut c), p);
+    assert_eq!(
+        c.err(&["RL.POLICY", "LIST"]),
+        "ERR a policy version is above 2^63-1, more than a reply can hold"
+    );
+    assert_eq!(
+        c.err(&["RL.POLICY", "SET", "b", "GCRA", "1", "1", "1s"]),
+        "ERR no policy version left: versions stop at 9007199254740991 (2^53-1)"
+    );
+    assert_eq!(dump(&mut c), p);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

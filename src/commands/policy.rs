@@ -25,7 +25,7 @@ use crate::commands::row::{Command, Run};
 use crate::config;
 use crate::core::policy::{
     self, ARG_MAX, ARGS_MAX, DESC_MAX, Definition, LIMITERS_MAX, Payload, Policy, PolicyLimiter,
-    RESTORE_MAX, StoreError, VERSION_MAX,
+    RESTORE_MAX, StoreError,
 };
 use crate::docs::{ArgDoc, ArgType, CommandDoc, arg, opt};
 use crate::error::RlError;
@@ -110,36 +110,24 @@ pub fn parse_definition(items: &[&[u8]]) -> Result<Definition, RlError> {
     })
 }
 
-/// The most a payload's version counter may be: what a client restores leaves versions to give
-/// ([`RESTORE_MAX`]); what the server saved, replicated or logged is its own ([`VERSION_MAX`]).
+/// Where a payload comes from: a client's `RESTORE`, whose counter must leave versions to give
+/// (at most [`RESTORE_MAX`]), or the server's own state (an RDB, a master, the AOF), read
+/// whatever its versions, as every form an earlier version of the module wrote must load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum VersionBound {
+enum Source {
     Client,
-    Server,
+    Saved,
 }
 
-impl VersionBound {
-    fn max(self) -> u64 {
-        match self {
-            VersionBound::Client => RESTORE_MAX,
-            VersionBound::Server => VERSION_MAX,
-        }
-    }
-
-    fn error(self) -> RlError {
-        RlError::PolicyVersions(match self {
-            VersionBound::Client => "4503599627370496 (2^52)",
-            VersionBound::Server => "9007199254740991 (2^53-1)",
-        })
-    }
-}
-
-/// A version as a reply: never above [`VERSION_MAX`] (the store's bound), so never capped.
+/// A version as a reply, never capped: at most [`policy::VERSION_MAX`] unless an earlier version of the
+/// module saved more.
 ///
 /// # Errors
-/// [`RlError::Overflow`] if it were above `i64::MAX` (it cannot be).
+/// A version above `i64::MAX`, which no RESP integer holds.
 fn version_reply(v: u64) -> Result<i64, RlError> {
-    i64::try_from(v).map_err(|_| RlError::Overflow)
+    i64::try_from(v).map_err(|_| {
+        RlError::Conflict("a policy version is above 2^63-1, more than a reply can hold")
+    })
 }
 
 /// A payload's policies, every definition parsed: the whole payload judged before anything
@@ -147,16 +135,12 @@ fn version_reply(v: u64) -> Result<i64, RlError> {
 ///
 /// # Errors
 /// `ERR invalid policy payload`, naming the first policy whose definition does not parse, or a
-/// version counter above `bound`.
-fn parse_payload(
-    bytes: &[u8],
-    max: usize,
-    bound: VersionBound,
-) -> Result<(u64, Vec<Policy>), RlError> {
+/// client's version counter above [`RESTORE_MAX`].
+fn parse_payload(bytes: &[u8], max: usize, source: Source) -> Result<(u64, Vec<Policy>), RlError> {
     let Payload { counter, records } = policy::decode(bytes, max).ok_or(RlError::PolicyPayload)?;
     // `decode` refused any version above the counter.
-    if counter > bound.max() {
-        return Err(bound.error());
+    if source == Source::Client && counter > RESTORE_MAX {
+        return Err(RlError::PolicyVersions);
     }
     for (i, a) in records.iter().enumerate() {
         if let Some(b) = records
@@ -183,17 +167,17 @@ fn parse_payload(
     Ok((counter, out))
 }
 
-/// Replace every policy with those of `payload` (an RDB's aux data): `false`, changing
-/// nothing, if it does not decode or a definition does not parse. No bound on their number: the
-/// data was accepted when it was written.
-pub fn load_all(payload: &[u8]) -> bool {
-    match parse_payload(payload, policy::MAX_POLICIES_LIMIT, VersionBound::Server) {
-        Ok((counter, policies)) => {
-            store().replace_all(counter, policies);
-            true
-        }
-        Err(_) => false,
-    }
+/// Replace every policy with those of `payload` (an RDB's aux data), or say why not, changing
+/// nothing: it does not decode or a definition does not parse. No bound on their number nor on
+/// their versions: the data was accepted when it was written.
+///
+/// # Errors
+/// The error RL.POLICY RESTORE would reply, as text.
+pub fn load_all(payload: &[u8]) -> Result<(), String> {
+    let (counter, policies) = parse_payload(payload, policy::MAX_POLICIES_LIMIT, Source::Saved)
+        .map_err(|e| e.to_string())?;
+    store().replace_all(counter, policies);
+    Ok(())
 }
 
 /// The container `RL.POLICY` (its subcommands have their own docs).
@@ -330,9 +314,9 @@ fn store_error(e: StoreError) -> RlError {
         StoreError::Full(_) => RlError::Conflict(
             "too many policies: ratelimit.max-policies reached (delete one or raise it)",
         ),
-        StoreError::Exhausted => RlError::Conflict(
-            "no policy version left: the version counter is at 9007199254740991 (2^53-1)",
-        ),
+        StoreError::Exhausted => {
+            RlError::Conflict("no policy version left: versions stop at 9007199254740991 (2^53-1)")
+        }
     }
 }
 
@@ -488,7 +472,7 @@ impl Run for Dump {
 /// versions keep growing and stay unique; a policy equal to the stored one keeps its version).
 /// Replicated from a master or replayed from the AOF, it is the master's state: not bounded by
 /// `ratelimit.max-policies` nor [`RESTORE_MAX`], and a MERGE keeps the payload's versions (how a
-/// SET propagates).
+/// SET propagates). Versions a server gives stop at [`policy::VERSION_MAX`].
 pub struct Restore;
 
 impl Run for Restore {
@@ -505,12 +489,12 @@ impl Run for Restore {
             _ => return Err(RlError::Arity),
         };
         let replaying = ffi::wait::replaying(ctx);
-        let (max, bound) = if replaying {
-            (policy::MAX_POLICIES_LIMIT, VersionBound::Server)
+        let (max, source) = if replaying {
+            (policy::MAX_POLICIES_LIMIT, Source::Saved)
         } else {
-            (config::max_policies(), VersionBound::Client)
+            (config::max_policies(), Source::Client)
         };
-        let (counter, policies) = parse_payload(payload, max, bound)?;
+        let (counter, policies) = parse_payload(payload, max, source)?;
         let full = {
             let mut s = store();
             if merge {
@@ -547,7 +531,7 @@ mod tests {
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::multi::AnyParams;
-    use crate::core::policy::PolicyStore;
+    use crate::core::policy::{PolicyStore, VERSION_MAX};
 
     fn def(s: &str) -> Result<Definition, String> {
         let items: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
@@ -643,7 +627,7 @@ mod tests {
         )
         .unwrap();
         // `b`'s arguments do not parse: the whole payload is refused, naming it.
-        let e = parse_payload(&s.dump(), 9, VersionBound::Client)
+        let e = parse_payload(&s.dump(), 9, Source::Client)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -651,10 +635,10 @@ mod tests {
             "ERR invalid policy payload: policy 'b': ERR burst must be a positive integer"
         );
         s.del(b"b");
-        let (counter, policies) = parse_payload(&s.dump(), 9, VersionBound::Client).unwrap();
+        let (counter, policies) = parse_payload(&s.dump(), 9, Source::Client).unwrap();
         assert_eq!((counter, policies.len()), (2, 1));
         assert_eq!(
-            parse_payload(b"RLP", 9, VersionBound::Client)
+            parse_payload(b"RLP", 9, Source::Client)
                 .unwrap_err()
                 .to_string(),
             "ERR invalid policy payload"
@@ -678,22 +662,23 @@ mod tests {
             };
             policy::encode(counter, std::iter::once(&p))
         };
-        let client = |b: &[u8]| parse_payload(b, 9, VersionBound::Client).map(|(c, _)| c);
-        let server = |b: &[u8]| parse_payload(b, 9, VersionBound::Server).map(|(c, _)| c);
+        let client = |b: &[u8]| parse_payload(b, 9, Source::Client).map(|(c, _)| c);
+        let saved = |b: &[u8]| parse_payload(b, 9, Source::Saved).map(|(c, _)| c);
         assert_eq!(client(&at(RESTORE_MAX, RESTORE_MAX)), Ok(RESTORE_MAX));
+        for (counter, version) in [(RESTORE_MAX + 1, 1), (u64::MAX, u64::MAX)] {
+            assert_eq!(
+                client(&at(counter, version)).unwrap_err().to_string(),
+                "ERR invalid policy payload: its version counter is above 4503599627370496 (2^52)"
+            );
+        }
+        // The server's own state loads whatever an earlier version of the module saved; a
+        // version no reply holds is an error, never a capped number.
+        assert_eq!(saved(&at(RESTORE_MAX + 1, 1)), Ok(RESTORE_MAX + 1));
+        assert_eq!(saved(&at(u64::MAX, u64::MAX)), Ok(u64::MAX));
+        assert_eq!(version_reply(VERSION_MAX), Ok(VERSION_MAX as i64));
         assert_eq!(
-            client(&at(RESTORE_MAX + 1, 1)).unwrap_err().to_string(),
-            "ERR invalid policy payload: its version counter is above 4503599627370496 (2^52)"
-        );
-        assert_eq!(server(&at(RESTORE_MAX + 1, 1)), Ok(RESTORE_MAX + 1));
-        assert_eq!(server(&at(VERSION_MAX, VERSION_MAX)), Ok(VERSION_MAX));
-        assert_eq!(
-            server(&at(u64::MAX, u64::MAX)).unwrap_err().to_string(),
-            "ERR invalid policy payload: its version counter is above 9007199254740991 (2^53-1)"
-        );
-        assert_eq!(
-            u64::try_from(version_reply(VERSION_MAX).unwrap()),
-            Ok(VERSION_MAX)
+            version_reply(1 << 63).unwrap_err().to_string(),
+            "ERR a policy version is above 2^63-1, more than a reply can hold"
         );
     }
 }
