@@ -147,3 +147,41 @@ fn the_changelog_has_a_section_for_the_version() {
         "CHANGELOG.md has no `## [{VERSION}] - date` section"
     );
 }
+
+/// The configuration snippet shipped in the tarball and the .deb (packaging/ratelimit.conf)
+/// lists every module setting with its default, as the server reports it.
+#[test]
+fn the_config_snippet_lists_every_setting_with_its_default() {
+    let snippet = read(&root().join("packaging/ratelimit.conf"));
+    let listed: Vec<(String, String)> = snippet
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.strip_prefix("# ratelimit.")?.split_once(' ')?;
+            Some((format!("ratelimit.{name}"), value.trim().to_string()))
+        })
+        .collect();
+    let s = Server::start_with_exact_module_args(&[], &[]);
+    let mut c = s.conn();
+    let all = c.cmd(&["CONFIG", "GET", "ratelimit.*"]);
+    let pairs: Vec<String> = match &all {
+        Reply::Array(items) => items.iter().filter_map(Reply::as_str).collect(),
+        Reply::Map(items) => items
+            .iter()
+            .flat_map(|(k, v)| [k.as_str(), v.as_str()])
+            .flatten()
+            .collect(),
+        other => panic!("CONFIG GET: {other:?}"),
+    };
+    let server: Vec<(String, String)> = pairs
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    assert!(!server.is_empty(), "{all:?}");
+    for (name, default) in &server {
+        assert!(
+            listed.iter().any(|(n, v)| n == name && v == default),
+            "packaging/ratelimit.conf does not list `# {name} {default}`"
+        );
+    }
+    assert_eq!(listed.len(), server.len(), "{listed:?} vs {server:?}");
+}
