@@ -1,0 +1,35 @@
+// ES-module entry: the CommonJS package's exports as named exports (import { rateLimit, gcra }).
+import pkg from "./index.js";
+
+export const {
+  RateLimiter,
+  RateLimitExceeded,
+  ModuleNotLoadedError,
+  NotConnectedError,
+  LimiterTimeoutError,
+  Result,
+  parseResult,
+  parseInfo,
+  durationMs,
+  gcra,
+  tokenBucket,
+  leakyBucket,
+  fixed,
+  sliding,
+  slidingCounter,
+  concurrency,
+  parseLimit,
+  rateLimitHeaders,
+  partitionKey,
+  rateLimit,
+  RateLimitStore,
+  RateLimitModule,
+  installIoredis,
+  ipKey,
+  clientAddress,
+  byAddress,
+  SlidingWindowCounterLocal,
+  SlidingWindowCounterDistributed,
+  SlidingWindowCounterRedis,
+} = pkg;
+export default pkg;
