@@ -38,7 +38,7 @@ class SlidingWindowCounterLocal {
   }
   prune(now) {
     const start = now - this.windowMs;
-    while (this.entries.length && this.entries[this.entries.length - 1][0] <= start) this.entries.pop();
+    while (this.entries.length && this.entries[this.entries.length - 1][0] < start) this.entries.pop();
   }
   add(n = 1) {
     const now = this.now();
