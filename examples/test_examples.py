@@ -83,6 +83,11 @@ def seconds_between(lo_ms, hi_ms):
     return math.ceil(max(lo_ms, 0) / 1000), math.ceil(hi_ms / 1000)
 
 
+# Examples whose RateLimit field's t is draft-11's (draft-10 on): the seconds until the request's
+# cost is available again, 0 while units are left. The others still send the time to a full reset.
+T_UNTIL_AVAILABLE = {"node"}
+
+
 def run_checks(name, port):
     # A fresh client: five requests pass, the sixth waits one emission interval.
     start = time.monotonic()
@@ -91,6 +96,9 @@ def run_checks(name, port):
         rl = ratelimit(h)
         elapsed = (time.monotonic() - start) * 1000
         lo, hi = seconds_between(i * EMISSION_MS - elapsed, i * EMISSION_MS)
+        if name in T_UNTIL_AVAILABLE:
+            # Units left: t=0; the last one: one unit is back one emission interval after the first.
+            lo, hi = (0, 0) if i < BURST else seconds_between(EMISSION_MS - elapsed, EMISSION_MS)
         check(f"{name}: request {i} granted", status == 200, status)
         check(f"{name}: request {i} RateLimit-Policy", h.get("RateLimit-Policy") == POLICY,
               h.get("RateLimit-Policy"))
@@ -106,6 +114,12 @@ def run_checks(name, port):
     check(f"{name}: Retry-After in [{max(lo, 1)}, {hi}]",
           retry is not None and retry.isdigit() and max(lo, 1) <= int(retry) <= hi, retry)
     check(f"{name}: denied RateLimit r=0", ratelimit(h).get("r") == 0, h.get("RateLimit"))
+    if name in T_UNTIL_AVAILABLE:
+        check(f"{name}: denied t in [{lo}, {hi}] and Retry-After >= t",
+              lo <= ratelimit(h).get("t", -1) <= hi and retry is not None and retry.isdigit()
+              and int(retry) >= ratelimit(h).get("t", 10**9), (h.get("RateLimit"), retry))
+        check(f"{name}: the denial is application/problem+json",
+              h.get("Content-Type", "").startswith("application/problem+json"), h.get("Content-Type"))
     # Waiting Retry-After is enough.
     if retry is not None and retry.isdigit():
         time.sleep(int(retry))
