@@ -62,7 +62,7 @@ function rateLimit(options) {
   const limits = normalizeLimits(options.limits);
   const prefix = options.prefix ?? "rl:";
   const name = options.name ?? derivedName(limits);
-  if (options.name != null && !/^[\x21-\x7e]{1,200}$/.test(options.name)) throw new RangeError("name is 1-200 printable ASCII characters without spaces");
+  if (options.name != null && !/^[\x21-\x7a\x7c\x7e]{1,200}$/.test(options.name)) throw new RangeError("name is 1-200 printable ASCII characters without spaces, { or }");
   const owner = {};
   claimKeySpace(`${prefix}${name}`, options.name ?? null, `rateLimit(${JSON.stringify(name)})`, owner);
 

@@ -405,6 +405,8 @@ export interface RateLimitStoreOptions {
   name?: string;
   limit?: number;
   windowMs?: number;
+  /** Bound on one call, in ms (default 500); the command is never sent after it. */
+  timeoutMs?: number;
 }
 
 /** An express-rate-limit Store backed by RL.FIXED or RL.GCRA. */

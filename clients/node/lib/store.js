@@ -14,6 +14,18 @@
 const { RateLimiter } = require("./client");
 const c = require("./core");
 const { claimKeySpace } = require("./limits");
+const { LimiterTimeoutError } = require("./errors");
+
+// Every call bounded by timeoutMs: the command is not sent after it (see RateLimiter), and the
+// Store rejects (express-rate-limit then calls next(err), or lets the request through with
+// passOnStoreError).
+function bounded(store, fn) {
+  const ms = store.timeoutMs;
+  const view = store.limiter.until(Date.now() + ms);
+  let timer;
+  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new LimiterTimeoutError(ms)), ms); });
+  return Promise.race([fn(view), timeout]).finally(() => clearTimeout(timer));
+}
 
 // RL.FIXED's limit for counting: every hit is granted, remaining tells how many there were.
 const COUNTER_LIMIT = 2 ** 31 - 1;
@@ -31,6 +43,8 @@ class RateLimitStore {
     this.windowMs = options.windowMs;
     this.localKeys = false;
     this.owner = {};
+    this.timeoutMs = options.timeoutMs ?? 500;
+    if (!(Number.isFinite(this.timeoutMs) && this.timeoutMs > 0)) throw new RangeError("timeoutMs must be a positive number of milliseconds");
   }
 
   init(options) {
@@ -61,22 +75,24 @@ class RateLimitStore {
   }
 
   async increment(key) {
-    await this.limiter.checkModule();
-    return this.info(await this.limiter.apply(this.prefix + key, this.spec()));
+    return this.info(await bounded(this, async (l) => {
+      await l.checkModule();
+      return l.apply(this.prefix + key, this.spec());
+    }));
   }
 
   async get(key) {
-    const result = await this.limiter.check(this.prefix + key, this.spec(), { cost: 0 });
+    const result = await bounded(this, (l) => l.check(this.prefix + key, this.spec(), { cost: 0 }));
     if (result.remaining === result.limit) return undefined;
     return this.info(result);
   }
 
   async decrement(key) {
-    await this.limiter.refund(this.prefix + key, 1);
+    await bounded(this, (l) => l.refund(this.prefix + key, 1));
   }
 
   async resetKey(key) {
-    await this.limiter.send(["DEL", this.prefix + key]);
+    await bounded(this, (l) => l.send(["DEL", this.prefix + key]));
   }
 }
 

@@ -185,3 +185,33 @@ test("RateLimiter: a command is never queued while disconnected (fails within ti
     if (restarted) await restarted.stop();
   }
 });
+
+test("express-rate-limit Store: a paused server fails the call within timeoutMs (next(err), or passOnStoreError)", async () => {
+  const server = await startServer();
+  const client = new Redis(server.port, "127.0.0.1");
+  const sleeper = new Redis(server.port, "127.0.0.1");
+  const app = express();
+  app.use("/strict", expressRateLimit({ windowMs: 60000, limit: 5, store: new rl.RateLimitStore({ client, name: "paused-strict", timeoutMs: 200 }) }));
+  app.use("/lenient", expressRateLimit({ windowMs: 60000, limit: 5, passOnStoreError: true, validate: false,
+    store: new rl.RateLimitStore({ client, name: "paused-lenient", timeoutMs: 200 }) }));
+  app.get(["/strict", "/lenient"], (req, res) => res.send("ok"));
+  const seen = [];
+  app.use((err, req, res, next) => { seen.push(err); res.status(500).send("store error"); void next; });
+  const http = await listen(app);
+  try {
+    assert.equal((await get(http.base, "/strict")).status, 200);
+    const sleeping = sleeper.call("DEBUG", "SLEEP", "1.5");
+    await sleep(100);
+    const start = Date.now();
+    assert.equal((await get(http.base, "/strict")).status, 500);
+    assert.equal((await get(http.base, "/lenient")).status, 200);
+    assert.ok(Date.now() - start < 1000, `took ${Date.now() - start} ms`);
+    assert.ok(seen[0] instanceof rl.LimiterTimeoutError, String(seen[0]));
+    await sleeping;
+  } finally {
+    await http.close();
+    client.disconnect();
+    sleeper.disconnect();
+    await server.stop();
+  }
+});
