@@ -54,16 +54,40 @@ function whenReady(client, deadline) {
 
 const PING = "*1\r\n$4\r\nPING\r\n";
 
-// One command on an ioredis client whose bytes are only written before `deadline`: if ioredis
-// writes it later (a command it resends after a reconnection, autoResendUnfulfilledCommands, or
-// one that slipped into its offline queue as the connection dropped), PING goes out in its place
-// (one command, one reply: the connection's replies stay in step) and the call has already
-// failed with NotConnectedError. Clients without a Command class (Cluster) use call().
-function ioredisSend(client, args, deadline, encoding) {
-  const Command = client.constructor && client.constructor.Command;
-  if (typeof Command !== "function" || typeof client.sendCommand !== "function") {
-    return encoding ? client.call(...args) : client.callBuffer(...args);
+// ioredis' Command class, as the client's own call() builds it (ioredis' instances do not lead
+// back to it: their constructor is EventEmitter). Found once per client by letting call() build
+// a PING and taking it from sendCommand before anything is written; null when call() does not
+// reach sendCommand at once (enableAutoPipelining), then commands go through call().
+const commandClasses = new WeakMap();
+function commandClass(client) {
+  if (commandClasses.has(client)) return commandClasses.get(client);
+  let found = null;
+  const own = Object.prototype.hasOwnProperty.call(client, "sendCommand");
+  const original = client.sendCommand;
+  client.sendCommand = function probe(command) {
+    found = command && typeof command.toWritable === "function" ? command.constructor : null;
+    command.reject(new Error("probe"));
+    return command.promise;
+  };
+  try {
+    const p = client.call("PING");
+    if (p && typeof p.catch === "function") p.catch(() => {});
+  } finally {
+    if (own) client.sendCommand = original;
+    else delete client.sendCommand;
   }
+  commandClasses.set(client, found);
+  return found;
+}
+
+// One command on an ioredis client (or Cluster) whose bytes are only written before `deadline`:
+// if ioredis writes it later (a command it resends after a reconnection,
+// autoResendUnfulfilledCommands, or one that slipped into its offline queue as the connection
+// dropped), PING goes out in its place (one command, one reply: the connection's replies stay in
+// step) and the call has already failed with NotConnectedError.
+function ioredisSend(client, args, deadline, encoding) {
+  const Command = commandClass(client);
+  if (Command == null) return encoding ? client.call(...args) : client.callBuffer(...args);
   const options = { keyPrefix: client.options && client.options.keyPrefix, replyEncoding: encoding };
   const cmd = new Command(String(args[0]), args.slice(1), options);
   const write = cmd.toWritable.bind(cmd);

@@ -116,7 +116,7 @@ function rateLimit(options) {
   }
 
   // Settle a reservation once the response is done, with the units really used.
-  function settleAfter(req, res, view, ks, id, charges) {
+  function settleAfter(req, res, ks, id, charges) {
     let done = false;
     const settle = async () => {
       if (done) return;
@@ -205,7 +205,7 @@ function rateLimit(options) {
     for (const [h, v] of Object.entries(headers)) res.setHeader(h, v);
     req.rateLimit = result;
     if (result.allowed) {
-      if (reserve) settleAfter(req, res, view, ks, id, charges);
+      if (reserve) settleAfter(req, res, ks, id, charges);
       return next();
     }
     const code = result.never ? neverStatus : status;

@@ -215,3 +215,36 @@ test("express-rate-limit Store: a paused server fails the call within timeoutMs 
     await server.stop();
   }
 });
+
+for (const [name, make] of Object.entries(clients)) {
+  test(`${name}: a command in flight when the server dies is not resent (and charged) after reconnection`, async () => {
+    let server = await startServer();
+    const { port, dir } = server;
+    const { client, ready, close } = await make(port);
+    const sleeper = new Redis(port, "127.0.0.1");
+    sleeper.on("error", () => {});
+    const at = pinnedNow();
+    const L = new rl.RateLimiter(client, { timeoutMs: 300 });
+    try {
+      await L.send(["SAVE"]);
+      // The server stops reading; the command is written and waits for a reply that never comes.
+      sleeper.call("DEBUG", "SLEEP", "5").catch(() => {});
+      await sleep(100);
+      const call = L.gcra("inflight", 3, 3, "1m", { at }).then(() => "answered", (e) => e);
+      await sleep(100);
+      await server.stop({ keep: true, signal: "SIGKILL" });
+      await sleep(400); // the call's 300 ms are up before the server is back
+      server = await startServer(undefined, { port, dir });
+      await ready();
+      await sleep(300);
+      const outcome = await Promise.race([call, sleep(1000).then(() => "pending")]);
+      assert.ok(outcome instanceof Error, String(outcome));
+      // Nothing charged: the command was not executed before the kill, nor after reconnection.
+      assert.equal((await L.gcra("inflight", 3, 3, "1m", { peek: true, cost: 0, at })).remaining, 3);
+    } finally {
+      sleeper.disconnect();
+      await close();
+      await server.stop();
+    }
+  });
+}

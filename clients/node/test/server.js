@@ -52,10 +52,10 @@ async function startServer(moduleArgs = ["at-max-ahead", "-1"], options = {}) {
     dir,
     /** Stop it; keep: true keeps its directory (a SAVE made before is loaded by the next start
      * given that dir). */
-    async stop({ keep = false } = {}) {
-      if (proc.exitCode === null) {
+    async stop({ keep = false, signal = "SIGTERM" } = {}) {
+      if (proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise((r) => proc.once("exit", r));
-        proc.kill("SIGTERM");
+        proc.kill(signal);
         await exited;
       }
       if (!keep) fs.rmSync(dir, { recursive: true, force: true });
