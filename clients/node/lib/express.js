@@ -3,7 +3,7 @@
 
 const crypto = require("node:crypto");
 const { RateLimiter } = require("./client");
-const { rateLimitHeaders, STYLES } = require("./headers");
+const { rateLimitHeaders, moreQuotaCharges, STYLES } = require("./headers");
 const { named } = require("./core");
 const { normalizeLimits, derivedName, claimKeySpace } = require("./limits");
 const { LimiterTimeoutError } = require("./errors");
@@ -176,17 +176,14 @@ function rateLimit(options) {
           const specs = limits.named.map(([n, s], i) => [ks[i], named(s, n, charges[i])]);
           r = await view.all(specs, { ...opts, detail: true });
         }
-        // A granted request that leaves some limit with fewer units than its cost: t (the time
-        // until this request's cost is available again) needs the next identical request's
-        // retry_after_ms, from a PEEK at the same time.
-        const short = r.allowed && (r.limiters.length
-          ? r.limiters.some((d) => d.remaining < d.cost)
-          : r.remaining < charges[0]);
-        if (short && style !== "none") {
-          const peek = { peek: true, ...(at != null ? { at } : {}) };
+        // draft-11's t: the wait until each limit has more than it has left, from a read-only
+        // check of remaining + 1 units at the same time (none when every limit is full).
+        const more = style === "draft-11" ? moreQuotaCharges(r) : null;
+        if (more) {
+          const peek = at != null ? { at } : {};
           next_ = limits.single
-            ? await view.apply(ks[0], limits.named[0][1], { ...peek, cost: charges[0] })
-            : await view.all(limits.named.map(([n, s], i) => [ks[i], named(s, n, charges[i])]), { ...peek, detail: true });
+            ? await view.check(ks[0], limits.named[0][1], { ...peek, cost: more[0] })
+            : await view.checkAll(limits.named.map(([n, s], i) => [ks[i], named(s, n, more[i])]), { ...peek, detail: true });
         }
         return r;
       };
@@ -199,7 +196,7 @@ function rateLimit(options) {
       logger.warn(`redis-ratelimit: rate limiter ${JSON.stringify(name)} answers again`);
     }
     const headers = rateLimitHeaders(result, limits.single ? limits.named[0][1] : Object.fromEntries(limits.named), {
-      style, cost: charges[0], next: next_, now: at ?? Date.now(),
+      style, next: next_, now: at ?? Date.now(),
       partitionKey: options.partitionKey ? client : null,
     });
     for (const [h, v] of Object.entries(headers)) res.setHeader(h, v);

@@ -1,8 +1,9 @@
 "use strict";
 // The header fields of a limiter result, in four styles:
 //   "draft-11" (default): RateLimit-Policy and RateLimit of draft-ietf-httpapi-ratelimit-headers-11,
-//     one item per limit: `"burst";q=100;w=60` and `"burst";r=50;t=0`, where t is the whole seconds
-//     (rounded up) until more quota is available for this request's cost (0 when it is now);
+//     one item per limit: `"burst";q=100;w=60` and `"burst";r=50;t=30`, where t is the whole
+//     seconds (rounded up) until additional quota is available, i.e. until the limit has more than
+//     the r units it has now (0 when it is full);
 //   "draft-7": RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset of the most restrictive limit,
 //     and RateLimit-Policy (`100;w=60`), as draft 6/7 (and express-rate-limit's "draft-7") write them;
 //   "legacy": X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (Unix seconds);
@@ -25,15 +26,13 @@ function partitionKey(client) {
   return `:${crypto.createHash("sha256").update(String(client)).digest().subarray(0, 12).toString("base64")}:`;
 }
 
-/** t of one limit: seconds until `cost` units are available again (0 when they are now). A
- * denying limit's retry_after_ms is exactly that; a granting one with fewer than `cost` left needs
- * the next identical request's retry_after_ms (`nextRetryMs`, from a PEEK after the call); a
- * request that can never pass reports the time to the limit's fresh state. */
-function secondsUntilAvailable(remaining, cost, retryAfterMs, resetAfterMs, nextRetryMs) {
-  if (retryAfterMs === -1) return ceilS(resetAfterMs);
-  if (retryAfterMs > 0) return ceilS(retryAfterMs);
-  if (remaining >= cost) return 0;
-  return ceilS(nextRetryMs ?? resetAfterMs);
+/** t of one limit: the seconds until it has more than `remaining` units, i.e. the wait of a
+ * request of remaining + 1 units (`nextRetryMs`, from a read-only check right after the call);
+ * 0 when the limit is full; null (t left out, as the draft allows) when that wait is unknown. */
+function secondsUntilMore(remaining, limit, nextRetryMs) {
+  if (remaining >= limit) return 0;
+  if (nextRetryMs == null) return null;
+  return nextRetryMs >= 0 ? ceilS(nextRetryMs) : 0;
 }
 
 const asNamed = (limits) => {
@@ -42,34 +41,42 @@ const asNamed = (limits) => {
   return Object.entries(limits);
 };
 
-/** One { name, q, w, r, t, resetMs } per limit of a result. A detailed result (DETAIL) gives each
- * limit its own numbers; a plain one is the single limit of `limits`. `next` is the PEEK result
- * of the same request after the call, when some limit has fewer units left than its cost. */
-function limitItems(result, limits, { cost, next } = {}) {
+/** One { name, q, w, r, t, resetMs, denied } per limit of a result. A detailed result (DETAIL)
+ * gives each limit its own numbers; a plain one is the single limit of `limits`. `next` is the
+ * read-only check of remaining + 1 units of each limit at the call's time (see
+ * moreQuotaCharges). */
+function limitItems(result, limits, { next } = {}) {
   if (result.limiters && result.limiters.length) {
     return result.limiters.map((d, i) => {
       const n = next && next.limiters && next.limiters[i];
       return {
         name: d.name, q: d.limit, w: d.windowMs ? ceilS(d.windowMs) : null, r: Math.max(d.remaining, 0),
-        t: secondsUntilAvailable(d.remaining, d.cost, d.retryAfterMs, d.resetAfterMs, n ? n.retryAfterMs : null),
-        resetMs: d.resetAfterMs,
+        t: secondsUntilMore(d.remaining, d.limit, n ? n.retryAfterMs : null),
+        resetMs: d.resetAfterMs, denied: d.retryAfterMs !== 0 && !result.allowed,
       };
     });
   }
   const pairs = asNamed(limits);
   const [name, spec] = pairs.length === 1 ? pairs[0] : (pairs.find(([, s]) => s.quota === result.limit) || ["default", null]);
-  const units = cost ?? (result.granted > 0 ? result.granted : 1);
   const w = spec && spec.windowMs ? ceilS(spec.windowMs) : null;
-  const retry = result.allowed ? 0 : result.retryAfterMs;
   return [{
     name, q: result.limit, w, r: Math.max(result.remaining, 0),
-    t: secondsUntilAvailable(result.remaining, units, retry, result.resetAfterMs, next ? next.retryAfterMs : null),
-    resetMs: result.resetAfterMs,
+    t: secondsUntilMore(result.remaining, result.limit, next ? next.retryAfterMs : null),
+    resetMs: result.resetAfterMs, denied: !result.allowed,
   }];
 }
 
-/** The header fields of a result (see the styles above). options: { style, cost, next,
- * partitionKey (the client key, to add pk), now (Unix ms of the call, for legacy's reset) }. */
+/** The units of the check that gives t: remaining + 1 of each limit (one per limiter of a
+ * detailed result, in order); null when every limit is full (t is 0 without asking). */
+function moreQuotaCharges(result) {
+  const entries = result.limiters && result.limiters.length ? result.limiters : [result];
+  if (entries.every((d) => d.remaining >= d.limit)) return null;
+  return entries.map((d) => Math.min(Math.max(d.remaining, 0) + 1, d.limit));
+}
+
+/** The header fields of a result (see the styles above). options: { style, next (the check of
+ * moreQuotaCharges(result) units at the call's time, for t), partitionKey (the client key, to
+ * add pk), now (Unix ms of the call, for legacy's reset) }. */
 function rateLimitHeaders(result, limits, options = {}) {
   const style = options.style ?? options.headers ?? "draft-11";
   if (!STYLES.includes(style)) throw new RangeError(`headers must be one of ${STYLES.join(", ")}, not ${JSON.stringify(style)}`);
@@ -78,10 +85,12 @@ function rateLimitHeaders(result, limits, options = {}) {
   const pk = options.partitionKey != null ? `;pk=${partitionKey(options.partitionKey)}` : "";
   if (style === "draft-11") {
     out["RateLimit-Policy"] = items.map((i) => `${sfString(i.name)};q=${i.q}${i.w != null ? `;w=${i.w}` : ""}${pk}`).join(", ");
-    out.RateLimit = items.map((i) => `${sfString(i.name)};r=${i.r};t=${i.t}${pk}`).join(", ");
+    out.RateLimit = items.map((i) => `${sfString(i.name)};r=${i.r}${i.t == null ? "" : `;t=${i.t}`}${pk}`).join(", ");
   } else if (style !== "none") {
-    // The most restrictive limit: the one that makes the client wait longest, else the fewest left.
-    const top = items.reduce((a, b) => (b.t > a.t || (b.t === a.t && b.r < a.r) ? b : a));
+    // The most restrictive limit: one that denied (the longest reset), else the fewest left.
+    const denied = items.filter((i) => i.denied);
+    const pool = denied.length ? denied : items;
+    const top = pool.reduce((a, b) => (b.r < a.r || (b.r === a.r && b.resetMs > a.resetMs) ? b : a));
     if (style === "draft-7") {
       out["RateLimit-Policy"] = items.map((i) => `${i.q}${i.w != null ? `;w=${i.w}` : ""}`).join(", ");
       out["RateLimit-Limit"] = String(top.q);
@@ -94,9 +103,11 @@ function rateLimitHeaders(result, limits, options = {}) {
     }
   }
   if (!result.allowed && !result.never) {
-    out["Retry-After"] = String(Math.max(result.retryAfterHeader ?? 1, ...items.map((i) => i.t)));
+    // Never earlier than the t of a limit that denied.
+    const ts = style === "draft-11" ? items.filter((i) => i.denied && i.t != null).map((i) => i.t) : [];
+    out["Retry-After"] = String(Math.max(result.retryAfterHeader ?? 1, ...ts));
   }
   return out;
 }
 
-module.exports = { rateLimitHeaders, limitItems, secondsUntilAvailable, partitionKey, sfString, STYLES };
+module.exports = { rateLimitHeaders, limitItems, moreQuotaCharges, secondsUntilMore, partitionKey, sfString, STYLES };

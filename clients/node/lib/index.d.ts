@@ -288,10 +288,9 @@ export declare function parseLimit(text: string): Limiter;
 export interface HeaderOptions {
   /** "draft-11" (default), "draft-7", "legacy" or "none". */
   style?: HeaderStyle;
-  /** The request's cost (of a single limit's plain result). */
-  cost?: number;
-  /** The PEEK result of the same request after the call, for t when a limit has fewer units left
-   * than the cost. */
+  /** For t: a read-only check (check / checkAll with detail, at the call's time) of
+   * remaining + 1 units of each limit, as moreQuotaCharges(result) gives them; without it t is
+   * left out unless the limit is full. */
   next?: Result | null;
   /** The client key: adds the draft's pk parameter (a hash of it). */
   partitionKey?: string | null;
@@ -301,6 +300,9 @@ export interface HeaderOptions {
 
 /** The header fields of a result (draft-11 by default) and, when denied and not never, Retry-After. */
 export declare function rateLimitHeaders(result: Result, limits: Limiter | Record<string, Limiter>, options?: HeaderOptions): Record<string, string>;
+/** The units of the check that gives t: remaining + 1 of each limit (one per limiter of a
+ * detailed result); null when every limit is full. */
+export declare function moreQuotaCharges(result: Result): number[] | null;
 /** The draft's pk of a client key: `:` base64 of the first 12 bytes of its SHA-256 `:`. */
 export declare function partitionKey(client: string): string;
 

@@ -2,7 +2,7 @@
 
 const core = require("./core");
 const { RateLimiter, RateLimitExceeded } = require("./client");
-const { rateLimitHeaders, partitionKey } = require("./headers");
+const { rateLimitHeaders, moreQuotaCharges, partitionKey } = require("./headers");
 const { rateLimit } = require("./express");
 const { RateLimitStore } = require("./store");
 const { RateLimitModule } = require("./node-redis");
@@ -25,6 +25,7 @@ module.exports = {
   ...core.limiters,
   parseLimit,
   rateLimitHeaders,
+  moreQuotaCharges,
   partitionKey,
   rateLimit,
   RateLimitStore,

@@ -20,6 +20,7 @@ export const {
   concurrency,
   parseLimit,
   rateLimitHeaders,
+  moreQuotaCharges,
   partitionKey,
   rateLimit,
   RateLimitStore,

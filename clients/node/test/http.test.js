@@ -46,29 +46,34 @@ async function withApp(setup, fn) {
   }
 }
 
-test("headers: draft-11 items from a result, t the seconds until this request's cost is available", () => {
-  // A plain result of one limit: 50 left, nothing to wait for.
+test("headers: draft-11 items from a result, t the seconds until the limit has more than r", () => {
+  // The draft's example: 50 left, more in 30 s (the check of 51 units waits 30 s).
   const r = new rl.Result(1, 100, 50, 0, 30000, 1);
-  assert.deepEqual(rl.rateLimitHeaders(r, rl.fixed(100, "10s")), {
+  const more = (retryAfterMs) => new rl.Result(0, 100, 50, retryAfterMs, 30000, 51);
+  assert.deepEqual(rl.rateLimitHeaders(r, rl.fixed(100, "10s"), { next: more(30000) }), {
     "RateLimit-Policy": '"default";q=100;w=10',
-    RateLimit: '"default";r=50;t=0',
+    RateLimit: '"default";r=50;t=30',
   });
-  // Denied: t is retry_after rounded up, Retry-After the same; never: no Retry-After.
-  const denied = rl.rateLimitHeaders(new rl.Result(0, 5, 0, 1001, 10000, 1), rl.gcra(5, 5, "10s"));
-  assert.deepEqual(denied, { "RateLimit-Policy": '"default";q=5;w=10', RateLimit: '"default";r=0;t=2', "Retry-After": "2" });
+  // Without that check t is left out (the draft makes it optional); a full limit has t=0.
+  assert.equal(rl.rateLimitHeaders(r, rl.fixed(100, "10s")).RateLimit, '"default";r=50');
+  assert.equal(rl.rateLimitHeaders(new rl.Result(1, 100, 100, 0, 0, 0), rl.fixed(100, "10s")).RateLimit, '"default";r=100;t=0');
+  // Denied: Retry-After the request's wait, never before t; never: no Retry-After.
+  const denied = rl.rateLimitHeaders(new rl.Result(0, 5, 0, 3001, 10000, 2), rl.gcra(5, 5, "10s"), { next: new rl.Result(0, 5, 0, 1001, 10000, 1) });
+  assert.deepEqual(denied, { "RateLimit-Policy": '"default";q=5;w=10', RateLimit: '"default";r=0;t=2', "Retry-After": "4" });
   assert.equal(rl.rateLimitHeaders(new rl.Result(0, 5, 0, 1, 1, 1), rl.gcra(5, 5, "10s"))["Retry-After"], "1");
   assert.ok(!("Retry-After" in rl.rateLimitHeaders(new rl.Result(0, 5, 5, -1, 0, 6), rl.gcra(5, 5, "10s"))));
-  // Granted with fewer left than the cost: t from the next identical request (a PEEK).
-  const last = new rl.Result(1, 5, 0, 0, 10000, 1);
-  assert.equal(rl.rateLimitHeaders(last, rl.gcra(5, 5, "10s"), { next: new rl.Result(0, 5, 0, 2000, 10000, 1) }).RateLimit, '"default";r=0;t=2');
   // A detailed result: each item its own limit's numbers.
   const d = (name, cost, limit, remaining, retryAfterMs, resetAfterMs, windowMs) =>
     ({ name, key: `{u}:${name}`, cost, granted: 0, limit, remaining, retryAfterMs, resetAfterMs, windowMs, policy: null });
   const many = new rl.Result(0, 100, 0, 12000, 86000000, 1, { deniedBy: "tpm", reason: "limit", limiters: [
     d("rpm", 1, 60, 58, 0, 2000, 60000), d("tpm", 400, 1000, 200, 12000, 48000, 60000), d("inflight", 1, 5, 4, 0, 30000, 0)] });
-  assert.deepEqual(rl.rateLimitHeaders(many, {}), {
+  // The check of remaining + 1 of each: 59 rpm in 1 s, 201 tokens in 60 ms, 5 leases in 30 s.
+  assert.deepEqual(rl.rateLimitHeaders(many, {}).RateLimit, '"rpm";r=58, "tpm";r=200, "inflight";r=4');
+  const next = new rl.Result(0, 60, 58, 30000, 86000000, 1, { deniedBy: "rpm", reason: "limit", limiters: [
+    d("rpm", 59, 60, 58, 1000, 2000, 60000), d("tpm", 201, 1000, 200, 60, 48000, 60000), d("inflight", 5, 5, 4, 30000, 30000, 0)] });
+  assert.deepEqual(rl.rateLimitHeaders(many, {}, { next }), {
     "RateLimit-Policy": '"rpm";q=60;w=60, "tpm";q=1000;w=60, "inflight";q=5',
-    RateLimit: '"rpm";r=58;t=0, "tpm";r=200;t=12, "inflight";r=4;t=0',
+    RateLimit: '"rpm";r=58;t=1, "tpm";r=200;t=1, "inflight";r=4;t=30',
     "Retry-After": "12",
   });
   // The other styles, of the most restrictive limit (tpm: the longest wait).
@@ -84,7 +89,7 @@ test("headers: draft-11 items from a result, t the seconds until this request's 
   // pk: a Byte Sequence of the client key's hash.
   const pk = `:${crypto.createHash("sha256").update("alice").digest().subarray(0, 12).toString("base64")}:`;
   assert.equal(rl.partitionKey("alice"), pk);
-  assert.equal(rl.rateLimitHeaders(r, rl.fixed(100, "10s"), { partitionKey: "alice" }).RateLimit, `"default";r=50;t=0;pk=${pk}`);
+  assert.equal(rl.rateLimitHeaders(r, rl.fixed(100, "10s"), { partitionKey: "alice", next: more(30000) }).RateLimit, `"default";r=50;t=30;pk=${pk}`);
   assert.throws(() => rl.rateLimitHeaders(r, rl.fixed(100, "10s"), { style: "draft-6" }), /headers must be one of/);
 });
 
@@ -95,14 +100,15 @@ test("limit strings map to GCRA exactly: N at once, then N per unit period", asy
   assert.deepEqual(rl.parseLimit("2/day"), rl.gcra(2, 2, "1d"));
   assert.deepEqual(rl.parseLimit("7/s"), rl.gcra(7, 7, "1s"));
   for (const bad of ["0/minute", "5/fortnight", "five/minute", "5"]) assert.throws(() => rl.parseLimit(bad), /invalid limit/);
-  // 3/minute: three at once, the fourth waits 20 s (one per 20 s), back to full after 60 s.
+  // 3/minute: three at once, the fourth waits 20 s (one per 20 s): each time, one more unit is
+  // 20 s away.
   const T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({ client: redis, limits: "3/minute", name: "strings", key: keyOf, now: () => T })), async (base) => {
     const seen = [];
     for (let i = 0; i < 4; i++) seen.push(fields(await get(base, "/", "s")));
     assert.deepEqual(seen, [
-      [200, '"default";q=3;w=60', '"default";r=2;t=0', null],
-      [200, '"default";q=3;w=60', '"default";r=1;t=0', null],
+      [200, '"default";q=3;w=60', '"default";r=2;t=20', null],
+      [200, '"default";q=3;w=60', '"default";r=1;t=20', null],
       [200, '"default";q=3;w=60', '"default";r=0;t=20', null],
       [429, '"default";q=3;w=60', '"default";r=0;t=20', "20"],
     ]);
@@ -110,13 +116,14 @@ test("limit strings map to GCRA exactly: N at once, then N per unit period", asy
 });
 
 test("middleware: exact draft-11 fields, 429 problem+json with Retry-After, 413 without", async () => {
-  // gcra(5, 5, "10s"): bursts of 5, one unit back every 2 s.
+  // gcra(5, 5, "10s"): bursts of 5, one unit back every 2 s: whatever is used, one more unit is
+  // 2 s away.
   const T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({
     client: redis, limits: rl.gcra(5, 5, "10s"), name: "exact", key: keyOf, now: () => T,
     cost: (req) => Number(req.query.items || 1),
   })), async (base) => {
-    for (let i = 1; i <= 4; i++) assert.deepEqual(fields(await get(base, "/", "a")), [200, '"default";q=5;w=10', `"default";r=${5 - i};t=0`, null]);
+    for (let i = 1; i <= 4; i++) assert.deepEqual(fields(await get(base, "/", "a")), [200, '"default";q=5;w=10', `"default";r=${5 - i};t=2`, null]);
     assert.deepEqual(fields(await get(base, "/", "a")), [200, '"default";q=5;w=10', '"default";r=0;t=2', null]);
     const res = await get(base, "/", "a");
     assert.deepEqual(fields(res), [429, '"default";q=5;w=10', '"default";r=0;t=2', "2"]);
@@ -125,13 +132,13 @@ test("middleware: exact draft-11 fields, 429 problem+json with Retry-After, 413 
       type: "https://iana.org/assignments/http-problem-types#quota-exceeded", title: "Too Many Requests", status: 429,
       detail: "quota exceeded; retry after 2 s", retry_after: 2, "violated-policies": ["default"],
     });
-    // 3 units with 0 left: 6 s until 3 units are back.
-    assert.deepEqual(fields(await get(base, "/?items=3", "a")), [429, '"default";q=5;w=10', '"default";r=0;t=6', "6"]);
+    // 3 units with 0 left: 6 s until 3 units are back (one is back in 2 s).
+    assert.deepEqual(fields(await get(base, "/?items=3", "a")), [429, '"default";q=5;w=10', '"default";r=0;t=2', "6"]);
     const never = await get(base, "/?items=6", "b");
     assert.deepEqual(fields(never), [413, '"default";q=5;w=10', '"default";r=5;t=0', null]);
     assert.equal((await never.json()).retry_after, null);
-    // A fresh client spending all 5 at once: 10 s until 5 units are back.
-    assert.deepEqual(fields(await get(base, "/?items=5", "c")), [200, '"default";q=5;w=10', '"default";r=0;t=10', null]);
+    // A fresh client spending all 5 at once: the first is back in 2 s.
+    assert.deepEqual(fields(await get(base, "/?items=5", "c")), [200, '"default";q=5;w=10', '"default";r=0;t=2', null]);
     assert.equal(await redis.exists("rl:exact:a", "rl:exact:b", "rl:exact:c"), 2);
   });
 });
@@ -145,11 +152,12 @@ test("middleware: per-limit costs (requests and tokens per minute on one route)"
   })), async (base) => {
     const policy = '"rpm";q=60;w=60, "tpm";q=1000;w=60';
     const tokens = { "X-Tokens": "400" };
-    assert.deepEqual(fields(await get(base, "/", "t", tokens)), [200, policy, '"rpm";r=59;t=0, "tpm";r=600;t=0', null]);
-    // 200 tokens left, 400 asked next: 200 more come back in 12 s (1000 a minute).
-    assert.deepEqual(fields(await get(base, "/", "t", tokens)), [200, policy, '"rpm";r=58;t=0, "tpm";r=200;t=12', null]);
+    // One more request in 1 s (60 a minute), one more token in 60 ms (1000 a minute).
+    assert.deepEqual(fields(await get(base, "/", "t", tokens)), [200, policy, '"rpm";r=59;t=1, "tpm";r=600;t=1', null]);
+    assert.deepEqual(fields(await get(base, "/", "t", tokens)), [200, policy, '"rpm";r=58;t=1, "tpm";r=200;t=1', null]);
+    // 200 tokens left, 400 asked: 200 more come back in 12 s.
     const res = await get(base, "/", "t", tokens);
-    assert.deepEqual(fields(res), [429, policy, '"rpm";r=58;t=0, "tpm";r=200;t=12', "12"]);
+    assert.deepEqual(fields(res), [429, policy, '"rpm";r=58;t=1, "tpm";r=200;t=1', "12"]);
     assert.deepEqual((await res.json())["violated-policies"], ["tpm"]);
     // Above tpm's capacity: never (413), whatever rpm says.
     assert.deepEqual(fields(await get(base, "/", "u", { "X-Tokens": "1001" })), [413, policy, '"rpm";r=60;t=0, "tpm";r=1000;t=0', null]);
@@ -308,8 +316,8 @@ test("reserve: hold before the handler, settle after it with the real usage", as
   }, async (base) => {
     const res = await fetch(base, { method: "POST", headers: { "X-Api-Key": "r", "X-Estimate": "800" } });
     assert.equal(res.status, 200);
-    // The hold's numbers: 800 tokens reserved, 200 left; another 800 fit in 36 s (600 at 1000 a minute).
-    assert.equal(res.headers.get("RateLimit"), '"rpm";r=59;t=0, "tpm";r=200;t=36');
+    // The hold's numbers: 800 tokens reserved, 200 left.
+    assert.equal(res.headers.get("RateLimit"), '"rpm";r=59;t=1, "tpm";r=200;t=1');
     for (let i = 0; i < 50 && settled.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     await new Promise((r) => setTimeout(r, 50));
     // Settled with 150 tokens (and the request itself for rpm).
@@ -337,7 +345,7 @@ test("header styles: draft-7, legacy, none; pk on request", async () => {
       ["5", "4", String(Math.ceil((T + 12000) / 1000)), null]);
     assert.deepEqual(h(await get(base, "/none", "p"), "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit"), [null, null, null]);
     assert.deepEqual(h(await get(base, "/pk", "p"), "RateLimit-Policy", "RateLimit"),
-      [`"default";q=5;w=60;pk=${pk}`, `"default";r=4;t=0;pk=${pk}`]);
+      [`"default";q=5;w=60;pk=${pk}`, `"default";r=4;t=12;pk=${pk}`]);
   });
 });
 
@@ -409,7 +417,7 @@ test("middleware with shadow: nothing denied, charged as enforced, headers as th
       for (let i = 0; i < 3; i++) seen.push(fields(await get(base, "/one", "s")));
       // The third would be denied: let through, no Retry-After, one unit back in 5 s.
       assert.deepEqual(seen, [
-        [200, '"default";q=2;w=10', '"default";r=1;t=0', null],
+        [200, '"default";q=2;w=10', '"default";r=1;t=5', null],
         [200, '"default";q=2;w=10', '"default";r=0;t=5', null],
         [200, '"default";q=2;w=10', '"default";r=0;t=5', null],
       ]);
@@ -420,7 +428,7 @@ test("middleware with shadow: nothing denied, charged as enforced, headers as th
       const dayLeft = Math.ceil((day - (T % day)) / 1000);
       await get(base, "/many", "m");
       assert.deepEqual(fields(await get(base, "/many", "m")), [200, '"burst";q=2;w=10, "daily";q=1;w=86400',
-        `"burst";r=1;t=0, "daily";r=0;t=${dayLeft}`, null]);
+        `"burst";r=1;t=5, "daily";r=0;t=${dayLeft}`, null]);
     });
   } finally {
     await client.quit();

@@ -87,7 +87,7 @@ async function usage(): Promise<void> {
     onDenied: (req, res: express.Response, result) => { res.json({ wait: result.retryAfter }); },
     reserve: { hold: "30s", usage: (req, res: express.Response) => ({ tpm: Number(res.get("X-Used-Tokens")) }) },
     now: () => Date.now() }));
-  const fields: Record<string, string> = rateLimitHeaders(all, gcra(5, 5, "10s"), { style: "legacy", cost: 1, partitionKey: "k" });
+  const fields: Record<string, string> = rateLimitHeaders(all, gcra(5, 5, "10s"), { style: "legacy", next: null, partitionKey: "k" });
   const subnet: string = ipKey("2001:db8::1");
   const counter = new SlidingWindowCounterDistributed(io, "calls", 5, "seconds");
   const total: number = await counter.add(2) + await counter.get();
