@@ -34,7 +34,7 @@ function problem(status, result, units, violated) {
   const never = result.never;
   return {
     type: QUOTA_EXCEEDED,
-    title: never ? "Request exceeds the quota" : "Too Many Requests",
+    title: never ? "Request exceeds the limit" : "Too Many Requests",
     status,
     detail: never
       ? `a request of ${units} units can never fit the limit of ${result.limit}`
@@ -64,7 +64,7 @@ function rateLimit(options) {
   const name = options.name ?? derivedName(limits);
   if (options.name != null && !/^[\x21-\x7a\x7c\x7e]{1,200}$/.test(options.name)) throw new RangeError("name is 1-200 printable ASCII characters without spaces, { or }");
   const owner = {};
-  claimKeySpace(`${prefix}${name}`, options.name ?? null, `rateLimit(${JSON.stringify(name)})`, owner);
+  claimKeySpace(limiter.client, `${prefix}${name}`, options.name ?? null, `rateLimit(${JSON.stringify(name)})`, owner);
 
   const key = options.key || ((req) => clientAddress(req));
   const cost = options.cost || null;

@@ -40,19 +40,40 @@ function normalizeLimits(limits) {
   return { single: false, named };
 }
 
-const specName = (s) => [s.word.toLowerCase(), ...s.params].join("-").replace(/[\s{}]/g, "_");
+const specName = (s) => [s.word.toLowerCase(), ...s.params].join("-").replace(/ /g, "_").replace(/\{/g, "(").replace(/\}/g, ")");
 
 /** The name derived from the limits' parameters: gcra-10-5-1s, or burst.gcra-5-5-10s+daily.fixed-3-1d. */
 function derivedName({ single, named }) {
   return single ? specName(named[0][1]) : named.map(([n, s]) => `${n}.${specName(s)}`).join("+");
 }
 
-// prefix + name -> { explicit name or null, what } of the integration that holds it.
+// The server a client talks to ("host:port/db"), or one identity per client object when it
+// cannot be told (a Cluster, a socket path).
+const clientIds = new WeakMap();
+let nextClientId = 0;
+function serverOf(client) {
+  const c = client && typeof client.client === "object" && client.client ? client.client : client; // a RateLimiter's client
+  const o = c && c.options;
+  if (o && typeof o.port === "number") return `${o.path || `${o.host || "localhost"}:${o.port}`}/${o.db || 0}`;
+  if (o && typeof o.url === "string") {
+    try {
+      const u = new URL(o.url);
+      return `${u.hostname}:${u.port || 6379}/${o.database ?? (u.pathname.slice(1) || 0)}`;
+    } catch { /* fall through */ }
+  }
+  if (o && o.socket && o.socket.port) return `${o.socket.host || "localhost"}:${o.socket.port}/${o.database || 0}`;
+  if (!c || typeof c !== "object") return "unknown";
+  if (!clientIds.has(c)) clientIds.set(c, `client-${++nextClientId}`);
+  return clientIds.get(c);
+}
+
+// server + prefix + name -> { explicit name or null, what } of the integration that holds it.
 const claims = new Map();
 
-/** Refuse a second integration on the same key space unless both give the same explicit name. */
-function claimKeySpace(space, explicitName, what, owner) {
-  const held = claims.get(space);
+/** Refuse a second integration on the same key space (of one server) unless both give the same
+ * explicit name. */
+function claimKeySpace(client, space, explicitName, what, owner) {
+  const held = claims.get(`${serverOf(client)} ${space}`);
   if (held && held.owner !== owner) {
     const shared = held.explicit != null && explicitName != null && held.explicit === explicitName;
     if (!shared) {
@@ -62,7 +83,7 @@ function claimKeySpace(space, explicitName, what, owner) {
     }
     return;
   }
-  claims.set(space, { explicit: explicitName ?? null, what, owner });
+  claims.set(`${serverOf(client)} ${space}`, { explicit: explicitName ?? null, what, owner });
 }
 
-module.exports = { parseLimit, normalizeLimits, derivedName, claimKeySpace, specName };
+module.exports = { parseLimit, normalizeLimits, derivedName, claimKeySpace, specName, serverOf };

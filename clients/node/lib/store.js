@@ -54,7 +54,7 @@ class RateLimitStore {
       throw new TypeError('algorithm "gcra" needs a numeric limit (give RateLimitStore its own limit)');
     }
     const name = this.name ?? `${this.algorithm}-${Math.ceil(this.windowMs)}ms${this.algorithm === "gcra" ? `-${this.limit}` : ""}`;
-    claimKeySpace(`${this.base}${name}`, this.name, `RateLimitStore(${JSON.stringify(name)})`, this.owner);
+    claimKeySpace(this.limiter.client, `${this.base}${name}`, this.name, `RateLimitStore(${JSON.stringify(name)})`, this.owner);
     this.prefix = `${this.base}${name}:`;
   }
 

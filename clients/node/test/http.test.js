@@ -185,6 +185,8 @@ test("no shared key by accident: limits of different routes never cancel each ot
     /key space "rl:gcra-3-3-1m" of an earlier rateLimit.*give each a distinct name/);
   rl.rateLimit({ client: redis, limits: "4/minute", name: "shared" });
   rl.rateLimit({ client: redis, limits: "4/minute", name: "shared" });
+  // The same limits on another server are another key space.
+  rl.rateLimit({ client: new Redis({ lazyConnect: true, port: server.port + 1 }), limits: "3/minute", key: keyOf });
   // An explicit name equal to another's derived one: not both explicit, refused.
   rl.rateLimit({ client: redis, limits: "9/minute", name: "gcra-9-9-1m" });
   assert.throws(() => rl.rateLimit({ client: redis, limits: "9/minute" }), /give each a distinct name/);
