@@ -10,7 +10,12 @@ const { installIoredis } = require("./ioredis");
 const { parseLimit } = require("./limits");
 const { ipKey, clientAddress, byAddress } = require("./keys");
 const { ModuleNotLoadedError, NotConnectedError, LimiterTimeoutError } = require("./errors");
-const counter = require("./counter");
+const { SlidingWindowCounterLocal, SlidingWindowCounterDistributed, SlidingWindowCounterRedis } = require("./counter");
+const { gcra, tokenBucket, leakyBucket, fixed, sliding, slidingCounter, concurrency } = core.limiters;
+const { Result, parseResult, parseInfo, durationMs } = core;
+
+// One object literal of names (no spreads, no computed keys): Node reads these names from the
+// source to give ES-module importers their named exports (lib/index.mjs: export *).
 
 module.exports = {
   RateLimiter,
@@ -18,11 +23,17 @@ module.exports = {
   ModuleNotLoadedError,
   NotConnectedError,
   LimiterTimeoutError,
-  Result: core.Result,
-  parseResult: core.parseResult,
-  parseInfo: core.parseInfo,
-  durationMs: core.durationMs,
-  ...core.limiters,
+  Result,
+  parseResult,
+  parseInfo,
+  durationMs,
+  gcra,
+  tokenBucket,
+  leakyBucket,
+  fixed,
+  sliding,
+  slidingCounter,
+  concurrency,
   parseLimit,
   rateLimitHeaders,
   moreQuotaCharges,
@@ -34,7 +45,7 @@ module.exports = {
   ipKey,
   clientAddress,
   byAddress,
-  SlidingWindowCounterLocal: counter.SlidingWindowCounterLocal,
-  SlidingWindowCounterDistributed: counter.SlidingWindowCounterDistributed,
-  SlidingWindowCounterRedis: counter.SlidingWindowCounterRedis,
+  SlidingWindowCounterLocal,
+  SlidingWindowCounterDistributed,
+  SlidingWindowCounterRedis,
 };

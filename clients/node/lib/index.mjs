@@ -1,36 +1,4 @@
-// ES-module entry: the CommonJS package's exports as named exports (import { rateLimit, gcra }).
-import pkg from "./index.js";
-
-export const {
-  RateLimiter,
-  RateLimitExceeded,
-  ModuleNotLoadedError,
-  NotConnectedError,
-  LimiterTimeoutError,
-  Result,
-  parseResult,
-  parseInfo,
-  durationMs,
-  gcra,
-  tokenBucket,
-  leakyBucket,
-  fixed,
-  sliding,
-  slidingCounter,
-  concurrency,
-  parseLimit,
-  rateLimitHeaders,
-  moreQuotaCharges,
-  partitionKey,
-  rateLimit,
-  RateLimitStore,
-  RateLimitModule,
-  installIoredis,
-  ipKey,
-  clientAddress,
-  byAddress,
-  SlidingWindowCounterLocal,
-  SlidingWindowCounterDistributed,
-  SlidingWindowCounterRedis,
-} = pkg;
-export default pkg;
+// ES-module entry: every export of the CommonJS package by name (import { rateLimit, gcra }), as
+// Node reads them from index.js's one object literal, and the whole object as the default export.
+export * from "./index.js";
+export { default } from "./index.js";
