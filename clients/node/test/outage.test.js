@@ -128,6 +128,10 @@ test("without the module: 503 (or open) with a line and a hook naming the module
     const res = await get(http.base, "/erl");
     assert.equal(res.status, 500);
     assert.ok(seen[0] instanceof rl.ModuleNotLoadedError);
+    // The client alone: the server's "unknown command" becomes the same error.
+    await assert.rejects(new rl.RateLimiter(client).gcra("k", 1, 1, "1s"),
+      (e) => e instanceof rl.ModuleNotLoadedError && /RL\.GCRA is an unknown command.*loadmodule/.test(e.message));
+    await assert.rejects(new rl.RateLimiter(client).checkModule(), rl.ModuleNotLoadedError);
   } finally {
     await http.close();
     client.disconnect();
