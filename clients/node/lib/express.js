@@ -93,7 +93,7 @@ function rateLimit(options) {
   if (reserve && (reserve.hold == null || typeof reserve.usage !== "function")) {
     throw new TypeError("reserve needs { hold: duration, usage: (req, res) => units or { limit: units } }");
   }
-  const now = options.now || null;
+  const atOf = options.at || null;
 
   const keys = (client) => limits.named.map(([n]) =>
     (limits.single ? `${prefix}${name}:${client}` : `${prefix}${name}:{${client}}:${n}`));
@@ -127,7 +127,7 @@ function rateLimit(options) {
           const u = typeof used === "number" ? used : used && used[n] != null ? used[n] : charges[i];
           return positiveInt(Number(u), `reserve.usage's units for ${n}`);
         });
-        await limiter.settle(ks, id, units, now ? { at: now(req) } : {});
+        await limiter.settle(ks, id, units, atOf ? { at: atOf(req) } : {});
       } catch (err) {
         if (onError) {
           try { onError(err, req); } catch (hookErr) { void hookErr; }
@@ -151,7 +151,7 @@ function rateLimit(options) {
       const base = cost ? Number(await cost(req)) : 1;
       charges = [];
       for (const [n] of limits.named) charges.push(positiveInt(costs[n] ? Number(await costs[n](req)) : base, `the cost of ${n}`));
-      at = now ? now(req) : null;
+      at = atOf ? atOf(req) : null;
     } catch (err) {
       return next(err);
     }

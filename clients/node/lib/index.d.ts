@@ -388,7 +388,7 @@ export interface RateLimitMiddlewareOptions<Req = any, Res = any> {
   /** SHADOW: charged as enforced, never denied (to roll a limit out). */
   shadow?: boolean;
   /** The time of each call (Unix ms, sent as AT): for tests and replays. */
-  now?: (req: Req) => number;
+  at?: (req: Req) => number;
 }
 
 /** Express middleware; sets req.rateLimit to the Result. */

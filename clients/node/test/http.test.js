@@ -103,7 +103,7 @@ test("limit strings map to GCRA exactly: N at once, then N per unit period", asy
   // 3/minute: three at once, the fourth waits 20 s (one per 20 s): each time, one more unit is
   // 20 s away.
   const T = pinnedNow();
-  await withApp((app) => app.use(rl.rateLimit({ client: redis, limits: "3/minute", name: "strings", key: keyOf, now: () => T })), async (base) => {
+  await withApp((app) => app.use(rl.rateLimit({ client: redis, limits: "3/minute", name: "strings", key: keyOf, at: () => T })), async (base) => {
     const seen = [];
     for (let i = 0; i < 4; i++) seen.push(fields(await get(base, "/", "s")));
     assert.deepEqual(seen, [
@@ -120,7 +120,7 @@ test("middleware: exact draft-11 fields, 429 problem+json with Retry-After, 413 
   // 2 s away.
   const T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({
-    client: redis, limits: rl.gcra(5, 5, "10s"), name: "exact", key: keyOf, now: () => T,
+    client: redis, limits: rl.gcra(5, 5, "10s"), name: "exact", key: keyOf, at: () => T,
     cost: (req) => Number(req.query.items || 1),
   })), async (base) => {
     for (let i = 1; i <= 4; i++) assert.deepEqual(fields(await get(base, "/", "a")), [200, '"default";q=5;w=10', `"default";r=${5 - i};t=2`, null]);
@@ -146,7 +146,7 @@ test("middleware: exact draft-11 fields, 429 problem+json with Retry-After, 413 
 test("middleware: per-limit costs (requests and tokens per minute on one route)", async () => {
   const T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({
-    client: redis, name: "llm", key: keyOf, now: () => T,
+    client: redis, name: "llm", key: keyOf, at: () => T,
     limits: { rpm: "60/minute", tpm: rl.tokenBucket(1000, 1000, "1m") },
     costs: { tpm: (req) => Number(req.get("X-Tokens")) },
   })), async (base) => {
@@ -255,7 +255,7 @@ for (const algorithm of ["fixed", "gcra"]) {
 test("skip and allowlist: not limited, not charged", async () => {
   const T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({
-    client: redis, limits: "1/minute", name: "skips", key: keyOf, now: () => T,
+    client: redis, limits: "1/minute", name: "skips", key: keyOf, at: () => T,
     skip: (req) => req.path === "/health", allowlist: ["ops"],
   })), async (base) => {
     for (let i = 0; i < 3; i++) {
@@ -272,10 +272,10 @@ test("custom denied answer and statuses", async () => {
   const T = pinnedNow();
   await withApp((app) => {
     app.use("/custom", rl.rateLimit({
-      client: redis, limits: "1/minute", name: "custom", key: keyOf, now: () => T,
+      client: redis, limits: "1/minute", name: "custom", key: keyOf, at: () => T,
       onDenied: (req, res, result) => res.status(420).json({ calm: true, wait: result.retryAfterMs }),
     }));
-    app.use("/codes", rl.rateLimit({ client: redis, limits: "1/minute", name: "codes", key: keyOf, now: () => T, status: 503, neverStatus: 400,
+    app.use("/codes", rl.rateLimit({ client: redis, limits: "1/minute", name: "codes", key: keyOf, at: () => T, status: 503, neverStatus: 400,
       cost: (req) => Number(req.query.n || 1) }));
   }, async (base) => {
     await get(base, "/custom", "k");
@@ -290,7 +290,7 @@ test("custom denied answer and statuses", async () => {
 test("block: a denied client is blocked for the duration (BLOCK)", async () => {
   let T = pinnedNow();
   await withApp((app) => app.use(rl.rateLimit({
-    client: redis, limits: "2/minute", name: "blocked", key: keyOf, now: () => T, block: "5m",
+    client: redis, limits: "2/minute", name: "blocked", key: keyOf, at: () => T, block: "5m",
   })), async (base) => {
     await get(base, "/", "b");
     await get(base, "/", "b");
@@ -309,7 +309,7 @@ test("reserve: hold before the handler, settle after it with the real usage", as
   const settled = [];
   await withApp((app) => {
     app.use(rl.rateLimit({
-      limiter, name: "reserve", key: keyOf, now: () => T,
+      limiter, name: "reserve", key: keyOf, at: () => T,
       limits: { rpm: "60/minute", tpm: rl.tokenBucket(1000, 1000, "1m") },
       costs: { tpm: (req) => Number(req.get("X-Estimate")) },
       reserve: { hold: "30s", usage: (req, res) => { settled.push(req.path); return { tpm: Number(res.get("X-Used")) }; } },
@@ -334,10 +334,10 @@ test("header styles: draft-7, legacy, none; pk on request", async () => {
   const T = pinnedNow();
   const pk = `:${crypto.createHash("sha256").update("p").digest().subarray(0, 12).toString("base64")}:`;
   await withApp((app) => {
-    app.use("/d7", rl.rateLimit({ client: redis, limits: "5/minute", name: "d7", key: keyOf, now: () => T, headers: "draft-7" }));
-    app.use("/legacy", rl.rateLimit({ client: redis, limits: "5/minute", name: "legacy", key: keyOf, now: () => T, headers: "legacy" }));
-    app.use("/none", rl.rateLimit({ client: redis, limits: "5/minute", name: "none", key: keyOf, now: () => T, headers: "none" }));
-    app.use("/pk", rl.rateLimit({ client: redis, limits: "5/minute", name: "pk", key: keyOf, now: () => T, partitionKey: true }));
+    app.use("/d7", rl.rateLimit({ client: redis, limits: "5/minute", name: "d7", key: keyOf, at: () => T, headers: "draft-7" }));
+    app.use("/legacy", rl.rateLimit({ client: redis, limits: "5/minute", name: "legacy", key: keyOf, at: () => T, headers: "legacy" }));
+    app.use("/none", rl.rateLimit({ client: redis, limits: "5/minute", name: "none", key: keyOf, at: () => T, headers: "none" }));
+    app.use("/pk", rl.rateLimit({ client: redis, limits: "5/minute", name: "pk", key: keyOf, at: () => T, partitionKey: true }));
   }, async (base) => {
     const h = (res, ...names) => names.map((n) => res.headers.get(n));
     // One of 5 used: back to full 12 s later (one per 12 s).
@@ -411,8 +411,8 @@ test("middleware with shadow: nothing denied, charged as enforced, headers as th
   try {
     await withApp((app) => {
       // 2 per 10 s (one unit back every 5 s).
-      app.use("/one", rl.rateLimit({ limiter, key: keyOf, shadow: true, limits: rl.gcra(2, 2, "10s"), name: "sh", now: () => T }));
-      app.use("/many", rl.rateLimit({ limiter, key: keyOf, shadow: true, name: "shm", now: () => T,
+      app.use("/one", rl.rateLimit({ limiter, key: keyOf, shadow: true, limits: rl.gcra(2, 2, "10s"), name: "sh", at: () => T }));
+      app.use("/many", rl.rateLimit({ limiter, key: keyOf, shadow: true, name: "shm", at: () => T,
         limits: { burst: rl.gcra(2, 2, "10s"), daily: rl.fixed(1, "1d") } }));
     }, async (base) => {
       const seen = [];

@@ -54,7 +54,7 @@ for (const [name, make] of Object.entries(clients)) {
     const app = express();
     app.use(rl.rateLimit({
       client, limits: rl.gcra(5, 5, "1m"), name: `outage-${name}`, key: (req) => req.get("X-Api-Key"),
-      timeoutMs: 300, logger: log, onError: (err) => errors.push(err), now: () => at,
+      timeoutMs: 300, logger: log, onError: (err) => errors.push(err), at: () => at,
     }));
     app.get("/", (req, res) => res.send("ok"));
     const http = await listen(app);

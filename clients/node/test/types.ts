@@ -86,7 +86,7 @@ async function usage(): Promise<void> {
     allowlist: ["10.0.0.1"], status: 429, neverStatus: 413, errorStatus: 503, key: byAddress({ trustProxy: 1, ipv6Subnet: 64 }),
     onDenied: (req, res: express.Response, result) => { res.json({ wait: result.retryAfter }); },
     reserve: { hold: "30s", usage: (req, res: express.Response) => ({ tpm: Number(res.get("X-Used-Tokens")) }) },
-    now: () => Date.now() }));
+    at: () => Date.now() }));
   const fields: Record<string, string> = rateLimitHeaders(all, gcra(5, 5, "10s"), { style: "legacy", next: null, partitionKey: "k" });
   const subnet: string = ipKey("2001:db8::1");
   const counter = new SlidingWindowCounterDistributed(io, "calls", 5, "seconds");
