@@ -29,17 +29,20 @@ function positiveInt(v, what) {
   return v;
 }
 
-/** The denied answer by default: RFC 9457 problem details, the draft's quota-exceeded type. */
+/** The denied answer by default: RFC 9457 problem details of the draft's quota-exceeded type;
+ * retry_after in seconds (as Result.retryAfter), absent when the request can never pass. */
 function problem(status, result, units, violated) {
-  const never = result.never;
+  if (result.never) {
+    return {
+      type: QUOTA_EXCEEDED, title: "Request exceeds the limit", status,
+      detail: `a request of ${units} units can never fit the limit of ${result.limit}`,
+      "violated-policies": violated,
+    };
+  }
   return {
-    type: QUOTA_EXCEEDED,
-    title: never ? "Request exceeds the limit" : "Too Many Requests",
-    status,
-    detail: never
-      ? `a request of ${units} units can never fit the limit of ${result.limit}`
-      : `quota exceeded; retry after ${Math.max(1, Math.ceil(result.retryAfterMs / 1000))} s`,
-    retry_after: never ? null : Math.max(1, Math.ceil(result.retryAfterMs / 1000)),
+    type: QUOTA_EXCEEDED, title: "Too Many Requests", status,
+    detail: `quota exceeded; retry after ${result.retryAfter} s`,
+    retry_after: result.retryAfter,
     "violated-policies": violated,
   };
 }

@@ -136,7 +136,10 @@ test("middleware: exact draft-11 fields, 429 problem+json with Retry-After, 413 
     assert.deepEqual(fields(await get(base, "/?items=3", "a")), [429, '"default";q=5;w=10', '"default";r=0;t=2', "6"]);
     const never = await get(base, "/?items=6", "b");
     assert.deepEqual(fields(never), [413, '"default";q=5;w=10', '"default";r=5;t=0', null]);
-    assert.equal((await never.json()).retry_after, null);
+    assert.deepEqual(await never.json(), {
+      type: "https://iana.org/assignments/http-problem-types#quota-exceeded", title: "Request exceeds the limit", status: 413,
+      detail: "a request of 6 units can never fit the limit of 5", "violated-policies": ["default"],
+    });
     // A fresh client spending all 5 at once: the first is back in 2 s.
     assert.deepEqual(fields(await get(base, "/?items=5", "c")), [200, '"default";q=5;w=10', '"default";r=0;t=2', null]);
     assert.equal(await redis.exists("rl:exact:a", "rl:exact:b", "rl:exact:c"), 2);
