@@ -74,3 +74,8 @@ func (e *LimitedError) Error() string {
 }
 
 func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// Classify turns a server's error reply into an *Error (errors.Is with ErrWrongType,
+// ErrUnknownPolicy, ErrModuleNotLoaded); other errors are returned as they are. For packages
+// that run the module's commands themselves.
+func Classify(err error) error { return classify(err) }
