@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,34 +13,23 @@ import (
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/testserver"
 )
 
-var (
-	sharedOnce sync.Once
-	shared     *testserver.Server
-)
+// shared is one server with the module for the package's tests and examples.
+var shared *testserver.Server
 
-// server is one server with the module for the package's tests (started at first use, stopped
-// by TestMain).
-func server(t *testing.T) *testserver.Server {
-	t.Helper()
-	sharedOnce.Do(func() { shared = testserver.Start(mainTB{t}, testserver.Module()) })
-	if shared == nil {
-		t.Fatal("no server")
-	}
-	return shared
-}
+// addr is the address of the examples' server.
+var addr string
 
-// mainTB lets the shared server outlive the first test (stopped in TestMain).
-type mainTB struct{ *testing.T }
-
-func (m mainTB) Cleanup(f func()) { cleanups = append(cleanups, f) }
-
-var cleanups []func()
+func server(t *testing.T) *testserver.Server { return shared }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, f := range cleanups {
-		f()
+	s, err := testserver.StartMain()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "no server with the module:", err)
+		os.Exit(1)
 	}
+	shared, addr = s, s.Addr
+	code := m.Run()
+	s.Stop()
 	os.Exit(code)
 }
 

@@ -215,3 +215,21 @@ func (c *Cluster) Stop() {
 	}
 	c.servers = nil
 }
+
+// StartMain starts a server with the module for a whole test binary (TestMain, examples); the
+// caller stops it.
+func StartMain() (*Server, error) {
+	var lastErr error
+	for i := 0; i < 5; i++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := start(Module(), port)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
