@@ -40,6 +40,11 @@ func protocols(t *testing.T, f func(t *testing.T, c *ratelimit.Client, rdb *redi
 		p := p
 		t.Run(fmt.Sprintf("RESP%d", p), func(t *testing.T) {
 			rdb := s.Client(t, p)
+			// The reply's shape proves the protocol: a map under RESP3, an array under RESP2.
+			v, err := rdb.Do(ctx, "RL.CHECK", "protocol-probe", "GCRA", 1, 1, "1s").Result()
+			if _, isMap := v.(map[any]any); err != nil || isMap != (p == 3) {
+				t.Fatalf("RESP%d: the reply is a %T (%v)", p, v, err)
+			}
 			key := func(k string) string { return fmt.Sprintf("%s:%s:resp%d", t.Name(), k, p) }
 			f(t, ratelimit.New(rdb), rdb, key)
 		})

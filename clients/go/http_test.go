@@ -132,6 +132,28 @@ func TestHTTPNeverAndKeys(t *testing.T) {
 	}
 }
 
+func TestHTTPHeaderStyles(t *testing.T) {
+	c := ratelimit.New(server(t).Client(t, 3))
+	lim := map[string]ratelimit.Limiter{"default": ratelimit.MustParseLimit("3/minute")}
+	d7 := newMW(t, c, ratelimit.HTTPOptions{Name: "d7", Limits: lim, Headers: ratelimit.HeadersDraft7})
+	rec := serve(t, d7.Handler(okHandler), "10.0.0.1:1")
+	h := rec.Header()
+	if h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Remaining") != "2" || h.Get("RateLimit-Reset") != "0" ||
+		h.Get("RateLimit-Policy") != "3;w=60" || h.Get("RateLimit") != "" {
+		t.Fatalf("draft-7: %v", h)
+	}
+	pk := newMW(t, c, ratelimit.HTTPOptions{Name: "pk", Limits: lim, PartitionKey: true})
+	a := serve(t, pk.Handler(okHandler), "10.0.0.1:1").Header().Get("RateLimit")
+	b := serve(t, pk.Handler(okHandler), "10.0.0.2:1").Header().Get("RateLimit")
+	if !strings.Contains(a, ";pk=:") || a[strings.Index(a, "pk="):] == b[strings.Index(b, "pk="):] || strings.Contains(a, "10.0.0.1") {
+		t.Fatalf("pk: %q %q", a, b)
+	}
+	none := newMW(t, c, ratelimit.HTTPOptions{Name: "none", Limits: lim, Headers: ratelimit.HeadersNone})
+	if rec := serve(t, none.Handler(okHandler), "10.0.0.1:1"); len(rec.Header()) != 0 {
+		t.Fatalf("none: %v", rec.Header())
+	}
+}
+
 func TestHTTPFailures(t *testing.T) {
 	lim := map[string]ratelimit.Limiter{"default": ratelimit.MustParseLimit("3/minute")}
 	// Nothing listens on the port of a stopped server.

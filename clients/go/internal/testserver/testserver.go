@@ -233,3 +233,46 @@ func StartMain() (*Server, error) {
 	}
 	return nil, lastErr
 }
+
+// StartSentinel starts a Redis Sentinel (redis-server --sentinel) on a free port monitoring the
+// master at masterAddr as "mymaster", stopped when the test ends; it returns its address once
+// it knows the master.
+func StartSentinel(t testing.TB, masterAddr string) string {
+	t.Helper()
+	host, mport, _ := net.SplitHostPort(masterAddr)
+	for try := 0; try < 5; try++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		conf := filepath.Join(dir, "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s 1\n"+
+			"sentinel down-after-milliseconds mymaster 5000\n", port, dir, host, mport)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(ServerBin(), conf, "--sentinel")
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if a, err := sc.GetMasterAddrByName(context.Background(), "mymaster").Result(); err == nil && len(a) == 2 {
+				sc.Close()
+				return addr
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		sc.Close()
+		_ = cmd.Process.Kill()
+		t.Logf("sentinel on %s did not start: %s", addr, log.String())
+	}
+	t.Fatal("could not start a sentinel")
+	return ""
+}
