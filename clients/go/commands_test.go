@@ -310,6 +310,10 @@ func TestOtherCommands(t *testing.T) {
 		if n, ok := info.Int("ttl_ms"); !ok || n <= 0 {
 			t.Fatalf("info ttl_ms: %+v", info.Fields)
 		}
+		// RL.INFO reads at the server's clock, 30 s after the calls at t0: fresh again.
+		if ir := info.Result(); ir == nil || ir.Limit != 3 || ir.Remaining != 3 || ir.ResetAfterMs != 0 {
+			t.Fatalf("info result: %+v", ir)
+		}
 		if info, err := c.Info(ctx, key("none")); info != nil || err != nil {
 			t.Fatalf("info of a missing key: %+v %v", info, err)
 		}
@@ -336,7 +340,7 @@ func TestOtherCommands(t *testing.T) {
 			t.Fatalf("streamcount denied: %+v %v", sc, err)
 		}
 		th, err := c.Throttle(ctx, key("t"), 1, 1, 1, 1)
-		if err != nil || th.Limited || th.Limit != 2 || th.Remaining != 1 || th.RetryAfterS != -1 {
+		if err != nil || th.Limited || !th.Allowed() || th.Limit != 2 || th.Remaining != 1 || th.RetryAfterS != -1 {
 			t.Fatalf("throttle: %+v %v", th, err)
 		}
 	})

@@ -68,7 +68,8 @@ type HTTPOptions struct {
 	Fail FailMode
 	// OnError is called with every limiter failure.
 	OnError func(error, *http.Request)
-	// Timeout bounds one limiter call (500ms).
+	// Timeout bounds one limiter call (500ms). Give the go-redis client ContextTimeoutEnabled
+	// (its sockets then honour it too) and MaxRetries -1 (a lost reply is not sent again).
 	Timeout time.Duration
 	// Headers is the header style: HeadersDraft11 (default), HeadersDraft7, HeadersLegacy,
 	// HeadersNone. PartitionKey adds draft-11's pk (a hash of the client key).

@@ -87,6 +87,9 @@ type ThrottleResult struct {
 	Limit, Remaining, RetryAfterS, ResetAfterS int64
 }
 
+// Allowed is the opposite of Limited.
+func (t *ThrottleResult) Allowed() bool { return !t.Limited }
+
 // StreamCount is the reply of RL.STREAMCOUNT: the window's total after the call; Allowed false
 // (and Total -1) when denied.
 type StreamCount struct {
@@ -106,6 +109,21 @@ type Info struct {
 func (i *Info) Int(name string) (int64, bool) {
 	v, ok := i.Fields[name].(int64)
 	return v, ok
+}
+
+// Result is the limiter reply at this moment (as PEEK COST 0), nil for a key holding only a
+// block.
+func (i *Info) Result() *Result {
+	var v [4]int64
+	for n, f := range []string{"limit", "remaining", "retry_after_ms", "reset_after_ms"} {
+		x, ok := i.Int(f)
+		if !ok {
+			return nil
+		}
+		v[n] = x
+	}
+	return &Result{Allowed: true, Limit: v[0], Remaining: v[1], RetryAfterMs: v[2], ResetAfterMs: v[3],
+		RetryAfter: ms(v[2]), ResetAfter: ms(v[3]), Never: v[2] == -1}
 }
 
 // PolicyDefinition is a named policy as RL.POLICY GET replies it: Args are the arguments of
