@@ -67,8 +67,14 @@ say "staticcheck ./..."
 "$sc" ./...
 say "go test -race ./... on $($RL_SERVER --version | head -c 60) with $RL_MODULE"
 start=$SECONDS
-go test -race -count=1 -v ./... 2>&1 | tee /dev/stderr | awk '
-  /^(---|    ---) PASS/ {pass++} /^(---|    ---) FAIL/ {fail++}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+status=0
+go test -race -count=1 -v ./... >"$out" 2>&1 || status=$?
+cat "$out"
+awk '
+  /^ *--- PASS/ {pass++} /^ *--- FAIL/ {fail++}
   /differential: / {sub(/^.*differential: /, ""); diff=$0}
-  END {printf "go: %d passed, %d failed (tests and subtests)\n", pass, fail; if (diff) print "go: differential: " diff}' >&2
+  END {printf "go: %d passed, %d failed (tests, subtests and examples)\n", pass, fail; if (diff) print "go: differential: " diff}' "$out"
+[ "$status" = 0 ] || die "go test failed"
 say "go tests done ($((SECONDS - start)) s)"

@@ -90,6 +90,7 @@ func ExampleNewMiddleware() {
 	if err != nil {
 		panic(err)
 	}
+	defer limits.Close()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
 	handler := limits.Handler(hello) // http.ListenAndServe(":8080", handler)
 
