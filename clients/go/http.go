@@ -211,7 +211,7 @@ func NewMiddleware(c *Client, o HTTPOptions) (*Middleware, error) {
 		for i, e := range m.entries {
 			ids[i] = e.limiter.ID()
 			if len(m.entries) > 1 {
-				ids[i] = e.name + "=" + ids[i]
+				ids[i] = e.name + "." + ids[i]
 			}
 		}
 		name = strings.Join(ids, "+")
@@ -309,7 +309,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		m.recovered()
-		m.setHeaders(w.Header(), res, costs, client)
+		m.setHeaders(r.Context(), w.Header(), res, keys, client)
 		if !res.Allowed {
 			status := m.o.Status
 			if res.Never {
@@ -319,9 +319,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				m.o.OnDenied(w, r, res)
 				return
 			}
-			retry, ok := res.RetryAfterHeader()
-			if !ok {
-				retry = -1
+			retry := int64(-1)
+			if v := w.Header().Get("Retry-After"); v != "" {
+				retry, _ = strconv.ParseInt(v, 10, 64)
 			}
 			detail := "rate limit exceeded"
 			if res.Never {
@@ -498,85 +498,127 @@ func (m *Middleware) recovered() {
 	}
 }
 
-// waitSeconds is t of a limit: whole seconds, rounded up, until the request's cost is
-// available again (0 when it is now).
-func waitSeconds(l Limiter, d LimiterDetail) int64 {
-	if d.RetryAfterMs > 0 {
-		return ceilSeconds(d.RetryAfterMs)
-	}
-	if d.RetryAfterMs < 0 || d.Remaining >= d.Cost {
-		return 0
-	}
-	switch l.(type) {
-	case GCRA, TokenBucket, LeakyBucket:
-		// A rate limiter frees a unit every window/quota: the cost is available once the
-		// backlog drained to quota - cost units.
-		if d.Limit > 0 && d.Cost <= d.Limit {
-			spare := (d.Limit - d.Cost) * d.WindowMs / d.Limit
-			return ceilSeconds(d.ResetAfterMs - spare)
+// effectiveWindows are the t of draft-11 per limit (-1: unknown, t left out): whole seconds,
+// rounded up, until the limit has one unit more than it has left ("until additional quota is
+// made available"); 0 when it has used nothing. Rate limiters (GCRA, token and leaky buckets)
+// give it from the reply (the backlog drains one unit every window/quota), a fixed window at its
+// end, a sliding window from a read-only RL.CHECK of remaining + 1 units.
+func (m *Middleware) effectiveWindows(ctx context.Context, res *Result, keys []string) []int64 {
+	out := make([]int64, len(m.entries))
+	for i, e := range m.entries {
+		d := res.Limiters[i]
+		switch {
+		case d.Remaining >= d.Limit:
+			out[i] = 0
+		case isRate(e.limiter):
+			next := max(d.Remaining, 0) + 1
+			spare := (d.Limit - next) * d.WindowMs / d.Limit
+			out[i] = ceilSeconds(d.ResetAfterMs - spare)
+		case isFixed(e.limiter):
+			out[i] = ceilSeconds(d.ResetAfterMs)
+		default:
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.o.Timeout)
+			r, err := m.c.Check(cctx, keys[i], e.limiter, Cost(max(d.Remaining, 0)+1))
+			cancel()
+			if err != nil || r.Never {
+				out[i] = -1
+			} else {
+				out[i] = ceilSeconds(r.RetryAfterMs)
+			}
 		}
 	}
-	return ceilSeconds(d.ResetAfterMs)
+	return out
+}
+
+func isRate(l Limiter) bool {
+	switch l.(type) {
+	case GCRA, TokenBucket, LeakyBucket:
+		return true
+	}
+	return false
+}
+
+func isFixed(l Limiter) bool {
+	_, ok := l.(Fixed)
+	return ok
 }
 
 func sfString(s string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
 }
 
-func (m *Middleware) setHeaders(h http.Header, res *Result, costs []int64, client string) {
-	if m.o.Headers == HeadersNone || len(res.Limiters) != len(m.entries) {
-		if retry, ok := res.RetryAfterHeader(); ok && m.o.Headers != HeadersNone {
-			h.Set("Retry-After", strconv.FormatInt(retry, 10))
+// mostRestrictive is the limit the draft-7 and legacy fields describe: the one that denied,
+// else the one with the fewest remaining (then the longest t, then the longest reset).
+func mostRestrictive(res *Result, ts []int64) int {
+	best := 0
+	for i, d := range res.Limiters {
+		if res.DeniedBy != "" && d.Name == res.DeniedBy {
+			return i
 		}
-		return
+		b := res.Limiters[best]
+		if d.Remaining < b.Remaining || (d.Remaining == b.Remaining && (ts[i] > ts[best] ||
+			(ts[i] == ts[best] && d.ResetAfterMs > b.ResetAfterMs))) {
+			best = i
+		}
 	}
-	var policy, limit []string
-	bind, bindT := 0, int64(-1)
-	for i, e := range m.entries {
-		d := res.Limiters[i]
-		if d.Cost == 0 {
-			d.Cost = costs[i]
+	return best
+}
+
+func (m *Middleware) setHeaders(ctx context.Context, h http.Header, res *Result, keys []string, client string) {
+	retry, retryable := res.RetryAfterHeader()
+	if len(res.Limiters) == len(m.entries) && m.o.Headers != HeadersNone {
+		ts := m.effectiveWindows(ctx, res, keys)
+		if retryable {
+			// Never before a limit that denied the call has more quota.
+			for i, d := range res.Limiters {
+				if d.RetryAfterMs != 0 {
+					retry = max(retry, ts[i])
+				}
+			}
 		}
-		t := waitSeconds(e.limiter, d)
-		w := ceilSeconds(d.WindowMs)
-		item := fmt.Sprintf("%s;q=%d", sfString(e.name), d.Limit)
-		if w > 0 {
-			item += fmt.Sprintf(";w=%d", w)
-		}
-		policy = append(policy, item)
-		li := fmt.Sprintf("%s;r=%d;t=%d", sfString(e.name), max(d.Remaining, 0), t)
+		pk := ""
 		if m.o.PartitionKey {
 			sum := sha256.Sum256([]byte(client))
-			li += ";pk=:" + base64.StdEncoding.EncodeToString(sum[:12]) + ":"
+			pk = ";pk=:" + base64.StdEncoding.EncodeToString(sum[:12]) + ":"
 		}
-		limit = append(limit, li)
-		if d.Remaining < res.Limiters[bind].Remaining || (d.Remaining == res.Limiters[bind].Remaining && t > bindT) {
-			bind, bindT = i, t
-		} else if bindT < 0 {
-			bindT = t
+		var policy, limit, p7 []string
+		for i, e := range m.entries {
+			d := res.Limiters[i]
+			w := ceilSeconds(d.WindowMs)
+			item := fmt.Sprintf("%s;q=%d", sfString(e.name), d.Limit)
+			q7 := strconv.FormatInt(d.Limit, 10)
+			if w > 0 {
+				item += fmt.Sprintf(";w=%d", w)
+				q7 += fmt.Sprintf(";w=%d", w)
+			}
+			policy = append(policy, item+pk)
+			p7 = append(p7, q7)
+			li := fmt.Sprintf("%s;r=%d", sfString(e.name), max(d.Remaining, 0))
+			if ts[i] >= 0 {
+				li += fmt.Sprintf(";t=%d", ts[i])
+			}
+			limit = append(limit, li+pk)
+		}
+		d := res.Limiters[mostRestrictive(res, ts)]
+		reset := ceilSeconds(d.ResetAfterMs)
+		switch m.o.Headers {
+		case HeadersDraft11:
+			h.Set("RateLimit-Policy", strings.Join(policy, ", "))
+			h.Set("RateLimit", strings.Join(limit, ", "))
+		case HeadersDraft7:
+			h.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+			h.Set("RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
+			h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+			h.Set("RateLimit-Policy", strings.Join(p7, ", "))
+		case HeadersLegacy:
+			// As GitHub and most APIs send it: the Unix time (s) of the reset.
+			now := (time.Now().UnixMilli() + 999) / 1000
+			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+			h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(now+reset, 10))
 		}
 	}
-	d := res.Limiters[bind]
-	reset := strconv.FormatInt(max(bindT, 0), 10)
-	switch m.o.Headers {
-	case HeadersDraft11:
-		h.Set("RateLimit-Policy", strings.Join(policy, ", "))
-		h.Set("RateLimit", strings.Join(limit, ", "))
-	case HeadersDraft7:
-		var p7 []string
-		for i := range m.entries {
-			p7 = append(p7, fmt.Sprintf("%d;w=%d", res.Limiters[i].Limit, ceilSeconds(res.Limiters[i].WindowMs)))
-		}
-		h.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-		h.Set("RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
-		h.Set("RateLimit-Reset", reset)
-		h.Set("RateLimit-Policy", strings.Join(p7, ", "))
-	case HeadersLegacy:
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(d.Remaining, 0), 10))
-		h.Set("X-RateLimit-Reset", reset)
-	}
-	if retry, ok := res.RetryAfterHeader(); ok {
+	if retryable {
 		h.Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,7 +42,7 @@ func TestHTTPOneLimit(t *testing.T) {
 	c := ratelimit.New(server(t).Client(t, 3))
 	m := newMW(t, c, ratelimit.HTTPOptions{Name: "one", Limits: map[string]ratelimit.Limiter{"default": ratelimit.MustParseLimit("3/minute")}})
 	h := m.Handler(okHandler)
-	for i, want := range []string{`"default";r=2;t=0`, `"default";r=1;t=0`, `"default";r=0;t=20`} {
+	for i, want := range []string{`"default";r=2;t=20`, `"default";r=1;t=20`, `"default";r=0;t=20`} {
 		rec := serve(t, h, "10.0.0.1:1234")
 		if rec.Code != 200 || rec.Header().Get("RateLimit") != want || rec.Header().Get("RateLimit-Policy") != `"default";q=3;w=60` {
 			t.Fatalf("request %d: %d %v", i, rec.Code, rec.Header())
@@ -75,18 +76,18 @@ func TestHTTPSeveralLimits(t *testing.T) {
 		Costs: map[string]func(*http.Request) (int64, error){"daily": func(*http.Request) (int64, error) { return 5, nil }},
 	})
 	keys := m.Keys("c1")
-	if len(keys) != 2 || keys[0] != "rl:burst=gcra-2-1-1s+daily=fixed-100-day:{c1}:burst" {
+	if len(keys) != 2 || keys[0] != "rl:burst.gcra-2-1-1s+daily.fixed-100-day:{c1}:burst" {
 		t.Fatalf("keys %v", keys)
 	}
 	rec := serve(t, m.Handler(okHandler), "c1:1")
 	pol := rec.Header().Get("RateLimit-Policy")
 	if rec.Code != 200 || !strings.HasPrefix(pol, `"burst";q=2;w=2, "daily";q=100;w=`) ||
-		!strings.HasPrefix(rec.Header().Get("RateLimit"), `"burst";r=1;t=0, "daily";r=95;t=0`) {
+		!strings.HasPrefix(rec.Header().Get("RateLimit"), `"burst";r=1;t=1, "daily";r=95;t=`) {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}
 	serve(t, m.Handler(okHandler), "c1:1")
 	rec = serve(t, m.Handler(okHandler), "c1:1")
-	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Header().Get("RateLimit"), `"daily";r=90;t=0`) {
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Header().Get("RateLimit"), `"daily";r=90;t=`) {
 		t.Fatalf("denied: %d %v", rec.Code, rec.Header())
 	}
 }
@@ -138,7 +139,7 @@ func TestHTTPHeaderStyles(t *testing.T) {
 	d7 := newMW(t, c, ratelimit.HTTPOptions{Name: "d7", Limits: lim, Headers: ratelimit.HeadersDraft7})
 	rec := serve(t, d7.Handler(okHandler), "10.0.0.1:1")
 	h := rec.Header()
-	if h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Remaining") != "2" || h.Get("RateLimit-Reset") != "0" ||
+	if h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Remaining") != "2" || h.Get("RateLimit-Reset") != "20" ||
 		h.Get("RateLimit-Policy") != "3;w=60" || h.Get("RateLimit") != "" {
 		t.Fatalf("draft-7: %v", h)
 	}
@@ -147,6 +148,16 @@ func TestHTTPHeaderStyles(t *testing.T) {
 	b := serve(t, pk.Handler(okHandler), "10.0.0.2:1").Header().Get("RateLimit")
 	if !strings.Contains(a, ";pk=:") || a[strings.Index(a, "pk="):] == b[strings.Index(b, "pk="):] || strings.Contains(a, "10.0.0.1") {
 		t.Fatalf("pk: %q %q", a, b)
+	}
+	sl := newMW(t, c, ratelimit.HTTPOptions{Name: "slid", Limits: map[string]ratelimit.Limiter{"default": ratelimit.Sliding{Limit: 2, Window: time.Minute}}})
+	if h := serve(t, sl.Handler(okHandler), "10.0.0.1:1").Header().Get("RateLimit"); h != `"default";r=1;t=60` {
+		t.Fatalf("sliding t: %q", h)
+	}
+	lg := newMW(t, c, ratelimit.HTTPOptions{Name: "legacy", Limits: lim, Headers: ratelimit.HeadersLegacy})
+	before := time.Now().Unix()
+	h = serve(t, lg.Handler(okHandler), "10.0.0.1:1").Header()
+	if reset, _ := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); reset < before+20 || reset > before+22 || h.Get("X-RateLimit-Remaining") != "2" {
+		t.Fatalf("legacy: %v", h)
 	}
 	none := newMW(t, c, ratelimit.HTTPOptions{Name: "none", Limits: lim, Headers: ratelimit.HeadersNone})
 	if rec := serve(t, none.Handler(okHandler), "10.0.0.1:1"); len(rec.Header()) != 0 {
@@ -194,7 +205,7 @@ func TestHTTPReserveShadowBlock(t *testing.T) {
 		Cost:    func(*http.Request) (int64, error) { return 5, nil },
 		Reserve: &ratelimit.Reserve{Hold: 30 * time.Second, Usage: func(*http.Request, int) map[string]int64 { return map[string]int64{"tokens": 2} }},
 	})
-	if rec := serve(t, m.Handler(okHandler), "10.0.0.1:1"); rec.Code != 200 || rec.Header().Get("RateLimit") != `"tokens";r=5;t=0` {
+	if rec := serve(t, m.Handler(okHandler), "10.0.0.1:1"); rec.Code != 200 || rec.Header().Get("RateLimit") != `"tokens";r=5;t=3600` {
 		t.Fatalf("reserve: %d %v", rec.Code, rec.Header())
 	}
 	r, err := c.Check(ctx, m.Keys("10.0.0.1")[0], ratelimit.TokenBucket{Capacity: 10, Refill: 1, Period: time.Hour}, ratelimit.Cost(0))
