@@ -39,7 +39,7 @@ const (
 // Reserve is the reservation flow: the units are held (HOLD) before the handler and settled
 // (RL.SETTLE) after it with the real usage.
 type Reserve struct {
-	// Hold is how long the reservation lives unsettled (given back after it).
+	// Hold is how long the reservation lives unsettled (given back after it); 30s when 0.
 	Hold time.Duration
 	// Usage gives the units really used per limit name, from the request and the handler's
 	// status; a limit left out settles what it held.
@@ -196,8 +196,15 @@ func NewMiddleware(c *Client, o HTTPOptions) (*Middleware, error) {
 	if m.o.IPv6Subnet == 0 {
 		m.o.IPv6Subnet = 56
 	}
-	if m.o.Reserve != nil && m.o.Reserve.Hold <= 0 {
-		return nil, errors.New("ratelimit: Reserve.Hold must be positive")
+	if m.o.Reserve != nil {
+		r := *m.o.Reserve
+		if r.Hold == 0 {
+			r.Hold = 30 * time.Second
+		}
+		if _, err := DurationArg(r.Hold); err != nil {
+			return nil, fmt.Errorf("ratelimit: Reserve.Hold: %w", err)
+		}
+		m.o.Reserve = &r
 	}
 	if m.o.Logger == nil {
 		m.o.Logger = slog.Default()
