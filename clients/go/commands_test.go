@@ -323,7 +323,7 @@ func TestOtherCommands(t *testing.T) {
 			t.Fatalf("block: %v %v", d, err)
 		}
 		r, err = c.GCRA(ctx, bk, 3, 1, time.Second)
-		if err != nil || r.Allowed || r.RetryAfter <= 4*time.Second || r.RetryAfter > 5*time.Second {
+		if err != nil || r.Allowed || r.RetryAfter <= 2*time.Second || r.RetryAfter > 5*time.Second {
 			t.Fatalf("blocked: %+v %v", r, err)
 		}
 		if ok, err := c.Unblock(ctx, bk); !ok || err != nil {

@@ -81,7 +81,8 @@ func ExampleNewMiddleware() {
 	defer rdb.Close()
 
 	limits, err := ratelimit.NewMiddleware(ratelimit.New(rdb), ratelimit.HTTPOptions{
-		Name: "api",
+		Name:    "api",
+		Timeout: 2 * time.Second, // the bound on one limiter call (500ms by default)
 		Limits: map[string]ratelimit.Limiter{
 			"burst": ratelimit.MustParseLimit("10/second"),
 			"daily": ratelimit.Fixed{Limit: 10000, Calendar: ratelimit.Day, TZ: "UTC"},

@@ -30,6 +30,11 @@ func serve(t *testing.T, h http.Handler, remote string) *httptest.ResponseRecord
 
 func newMW(t *testing.T, c *ratelimit.Client, o ratelimit.HTTPOptions) *ratelimit.Middleware {
 	t.Helper()
+	if o.Timeout == 0 {
+		// The tests share 2 busy cores under the race detector: the default bound (500ms) is
+		// for production; TestHTTPFailures checks the bound itself.
+		o.Timeout = 10 * time.Second
+	}
 	m, err := ratelimit.NewMiddleware(c, o)
 	if err != nil {
 		t.Fatal(err)
