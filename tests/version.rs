@@ -96,8 +96,10 @@ fn every_package_declares_the_module_version() {
         VERSION,
         "clients/node/package-lock.json"
     );
-    // Packages added later are held to the same version once they exist: a manifest with a
-    // version, or for Go (whose module versions are git tags) a `Version = "x"` constant.
+    // Packages added later are held to the same version once they exist: a manifest's version,
+    // or in Go a `Version = "x"` constant. A Go module takes its version from its git tag
+    // (`clients/go/v0.1.0`), so for Go a missing constant is not an error; one that is there
+    // must agree.
     for dir in ["clients/go", "rls"] {
         let dir = root.join(dir);
         if !dir.is_dir() {
@@ -126,8 +128,9 @@ fn every_package_declares_the_module_version() {
                 }
             }
         }
+        let go_module = dir.join("go.mod").is_file();
         assert!(
-            !found.is_empty(),
+            !found.is_empty() || go_module,
             "{} declares no version (a manifest's, or a Go `Version = \"{VERSION}\"` constant)",
             dir.display()
         );
