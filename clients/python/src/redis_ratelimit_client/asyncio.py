@@ -411,7 +411,8 @@ class AsyncRateLimiter:
 
     async def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
         """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
-        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        (versions included), or with ``merge=True`` add or replace only the payload's, each
+        policy added or changed taking this server's next version."""
         await self.client.execute_command(
             "RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else [])
         )

@@ -408,7 +408,8 @@ class RateLimiter:
 
     def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
         """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
-        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        (versions included), or with ``merge=True`` add or replace only the payload's, each
+        policy added or changed taking this server's next version."""
         self.client.execute_command("RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else []))
 
     def refund(
