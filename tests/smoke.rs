@@ -22,6 +22,7 @@ const CALLED: &[&str] = &[
     "rl.checkall",
     "cl.throttle",
     "rl.info",
+    "rl.metrics",
     "rl.refund",
     "rl.block",
     "rl.unblock",
@@ -170,6 +171,17 @@ fn several_limits_checks_and_introspection() {
         .info_field("ratelimit", "ratelimit_rl_gcra")
         .expect("counters");
     assert!(gcra.starts_with("calls="), "{gcra}");
+    // RL.METRICS: the same counters as name/value pairs (the 2 RL.GCRA calls above).
+    let metrics = c.cmd(&["RL.METRICS"]);
+    let pairs = metrics
+        .as_array()
+        .expect("RL.METRICS is an array under RESP2");
+    let name = "ratelimit_command_calls_total{command=\"rl.gcra\"}";
+    let calls = pairs
+        .chunks(2)
+        .find(|p| p[0].as_str().as_deref() == Some(name))
+        .and_then(|p| p[1].as_str());
+    assert_eq!(calls.as_deref(), Some("2"), "{name} in RL.METRICS");
 }
 
 #[test]
