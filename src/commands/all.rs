@@ -19,7 +19,7 @@ use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
-use crate::commands::{evaluation_time, reply_decision};
+use crate::commands::{Call, evaluation_time, reply_decision, run_call};
 use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
@@ -29,6 +29,7 @@ use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
 use crate::core::policy::Policy;
+use crate::core::state::Stored;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -198,6 +199,72 @@ impl<'a> AllRequest<'a> {
     }
 }
 
+impl AllRequest<'_> {
+    /// Whether the call is one key's own command: one key, asked the call's `COST`, with none of
+    /// what RL.ALL alone replies, counts or remembers (`DETAIL`, `SHADOW`, `DEDUP`, `HOLD`, a
+    /// named policy, a concurrency key's turn among its waiters). RL.ALL over one key replies and
+    /// writes exactly as that key's own command (the property test below), so such a call is
+    /// run as that command, on the key at argument 2.
+    fn is_its_own_command(&self) -> bool {
+        let o = &self.opts;
+        self.keys.len() == 1
+            && self.policy.is_none()
+            && self.charges.iter().all(|&c| c == o.cost)
+            && self.specs.iter().all(|s| s.kind() != Kind::Concurrency)
+            && !(o.detail || o.shadow || o.dedup.is_some() || o.hold.is_some())
+    }
+}
+
+/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
+/// and propagated as RL.ALL.
+///
+/// # Errors
+/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
+fn run_one(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    parsed: &AllRequest<'_>,
+) -> Result<(), RlError> {
+    let [spec] = &parsed.specs[..] else {
+        return Err(RlError::Arity);
+    };
+    let opts = parsed.opts;
+    crate::core::state::dispatch!(spec.state(), a => run_one_as(ctx, argv, bytes, this, a, opts))
+        .map_err(|e| match e {
+            RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
+                key: parsed.keys.first().map(|k| quote(k)).unwrap_or_default(),
+                held,
+                wanted,
+            },
+            e => e,
+        })
+}
+
+/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
+fn run_one_as<A: Stored>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    a: &A,
+    opts: Options,
+) -> Result<(), RlError> {
+    let call = Call::<A, _> {
+        params: a.params(),
+        opts,
+        command: this.name_str(),
+        event: this.name,
+        reply: |ctx, d, _| reply_decision(ctx, d),
+        name: None,
+        policy: None,
+        steps: (),
+        key: 2,
+    };
+    run_call(ctx, argv, bytes, &this.stats, call).map(|_| ())
+}
+
 /// One `limiter` of RL.ALL, RL.CHECKALL or RL.CHECK, as written: its parameters, and its
 /// `CHARGE n` and `NAME name` when given.
 #[derive(Debug, Clone)]
@@ -333,6 +400,9 @@ impl Run for All {
             return Ok(());
         }
         let parsed = AllRequest::parse(bytes)?;
+        if parsed.is_its_own_command() {
+            return run_one(ctx, argv, bytes, this, &parsed);
+        }
         if parsed.policy.is_some() {
             policy_state::flush_pending(ctx);
         }
