@@ -710,4 +710,20 @@ mod tests {
             "ERR invalid time 'soon' for AT, expected unix milliseconds"
         );
     }
+
+    /// The shared options the parser knows ([`SHARED`]) are those COMMAND DOCS lists for every
+    /// limiter command (`docs::SHARED_OPTIONS`), and `DELAY`, documented on the commands whose
+    /// algorithm takes it.
+    #[test]
+    fn parsed_shared_options_are_the_documented_ones() {
+        let mut documented: Vec<&[u8]> = crate::docs::SHARED_OPTIONS
+            .iter()
+            .chain([&crate::docs::DELAY])
+            .map(|a| a.token.unwrap().to_bytes())
+            .collect();
+        documented.sort();
+        let mut parsed = SHARED.to_vec();
+        parsed.sort();
+        assert_eq!(parsed, documented);
+    }
 }
