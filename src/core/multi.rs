@@ -41,6 +41,9 @@ impl AnyParams {
         dedup: Option<DedupId>,
         best_effort: bool,
     ) -> Result<AnyParams, CoreError> {
+        if !dispatch!(&self.0, spec => binds_like(spec)) {
+            return Ok(self);
+        }
         dispatch!(&self.0, spec => bind_like(spec, dedup, best_effort))
     }
 
@@ -219,6 +222,11 @@ fn settle_like<A: Stored>(
     dedup_max: usize,
 ) -> Result<Option<Micros>, CoreError> {
     flow::settle::<A>(slot, spec.params(), now, action, remember, dedup_max)
+}
+
+/// [`crate::core::limiter::Algorithm::BINDS_CALL`] for `spec`'s algorithm.
+fn binds_like<A: Stored>(_spec: &A) -> bool {
+    A::BINDS_CALL
 }
 
 /// [`AnyParams::bind_call`] for `spec`'s algorithm.
