@@ -1,11 +1,15 @@
 -- redis-ratelimit, script backend: RL.GCRA, RL.TOKENBUCKET, RL.FIXED, RL.SLIDINGCOUNTER and
--- RL.ALL as one Lua script, for servers that cannot load the module (managed Redis and Valkey).
+-- RL.ALL (and the read-only RL.CHECK, RL.CHECKALL) as one Lua script, for servers that cannot load the module (managed Redis and Valkey).
 --
 --   EVALSHA <sha> 1 <key> RL.GCRA <burst> <rate> <period> [COST n] [PEEK] [BESTEFFORT]
 --   EVALSHA <sha> 1 <key> RL.TOKENBUCKET <capacity> <refill> <period> [options]
 --   EVALSHA <sha> 1 <key> RL.FIXED <limit> <window> [OFFSET d] [options]
 --   EVALSHA <sha> 1 <key> RL.SLIDINGCOUNTER <limit> <window> [options]
 --   EVALSHA <sha> <numkeys> <key> [key ...] RL.ALL <limiter> [limiter ...] [options]
+--   EVALSHA <sha> 1 <key> RL.CHECK <limiter> [COST n] [BESTEFFORT] [DETAIL]
+--   EVALSHA <sha> <numkeys> <key> [key ...] RL.CHECKALL <limiter> [limiter ...] [COST n] [DETAIL]
+--
+-- Options: COST n, PEEK, BESTEFFORT, DETAIL (the detailed reply, RESP2 form).
 --
 -- ARGV[1] is the command, the rest its arguments after the key(s), exactly as the module takes
 -- them. The reply is the module's limiter reply: {granted, limit, remaining, retry_after_ms,
@@ -211,7 +215,7 @@ end
 
 -- Options of every limiter command; module-only options are refused by name.
 local MODULE_OPTIONS = {
-  DEDUP = true, HOLD = true, DELAY = true, SHADOW = true, BLOCK = true, DETAIL = true,
+  DEDUP = true, HOLD = true, DELAY = true, SHADOW = true, BLOCK = true,
   TZ = true, ANCHOR = true, PRECISION = true, POLICY = true, WAIT = true, ID = true,
 }
 
@@ -228,6 +232,9 @@ local function parse_option(opts, args, i)
     return i + 1
   elseif name == 'BESTEFFORT' then
     opts.best_effort = true
+    return i + 1
+  elseif name == 'DETAIL' then
+    opts.detail = true
     return i + 1
   elseif name == 'AT' then
     if not TEST_CLOCK then
@@ -429,6 +436,9 @@ ALGORITHMS.GCRA = {
   evaluate = schedule_evaluate(false),
   commit = schedule_commit,
   fresh_at = schedule_fresh_at,
+  window = function(p)
+    return ceildiv(p.burst * p.period, p.rate)
+  end,
 }
 
 ALGORITHMS.TOKENBUCKET = {
@@ -439,12 +449,20 @@ ALGORITHMS.TOKENBUCKET = {
   evaluate = schedule_evaluate(true),
   commit = schedule_commit,
   fresh_at = schedule_fresh_at,
+  window = function(p)
+    return ceildiv(p.burst * p.period, p.rate)
+  end,
 }
 
 -- FIXED: windows of `window` µs aligned to the epoch shifted by `offset` (reduced modulo the
 -- window). State: the window's end `e` and its count `c`.
+local function window_of(p)
+  return p.window
+end
+
 ALGORITHMS.FIXED = {
   name = 'RL.FIXED', tag = 'fixed', fields = { 'limit', 'window', 'offset', 'e', 'c' },
+  window = window_of,
   parse = function(args, i)
     if args[i + 1] == nil then
       return nil
@@ -545,6 +563,7 @@ end
 
 ALGORITHMS.SLIDINGCOUNTER = {
   name = 'RL.SLIDINGCOUNTER', tag = 'slidingcounter', fields = { 'limit', 'window', 's', 'p', 'c' },
+  window = window_of,
   parse = function(args, i)
     if args[i + 1] == nil then
       return nil
@@ -676,24 +695,62 @@ local function store(key, algo, s, now)
     fmt(ceil_ms(math.max(algo.fresh_at(s), now))))
 end
 
-local function reply(v)
-  local retry = 0
-  if v.retry == -1 then
-    retry = -1
-  elseif v.retry ~= nil then
-    retry = ceil_ms(v.retry)
+local function retry_ms(retry)
+  if retry == -1 then
+    return -1
+  elseif retry ~= nil then
+    return ceil_ms(retry)
   end
-  return { v.granted, v.limit, v.remaining, retry, ceil_ms(v.reset) }
+  return 0
+end
+
+local function reply(v)
+  return { v.granted, v.limit, v.remaining, retry_ms(v.retry), ceil_ms(v.reset) }
+end
+
+-- Why one limiter denied a call of `cost` it granted `granted` of: nil when it did not.
+local function reason_of(cost, v)
+  if cost > 0 and v.granted == 0 then
+    if v.retry == -1 then
+      return 'never'
+    end
+    return 'limit'
+  end
+  return nil
+end
+
+-- The detailed reply (DETAIL): the five fields, denied_by, reason, and one entry per limiter
+-- {name, key, cost, granted, limit, remaining, retry_after_ms, reset_after_ms, window_ms, policy}.
+local function detailed(v, entries)
+  local reason, denied_by = 'granted', false
+  for _, want in ipairs({ 'never', 'limit' }) do
+    for _, e in ipairs(entries) do
+      if e.reason == want then
+        reason, denied_by = want, e.name
+        break
+      end
+    end
+    if denied_by then
+      break
+    end
+  end
+  local list = {}
+  for _, e in ipairs(entries) do
+    list[#list + 1] = {
+      e.name, e.key, e.cost, e.granted, e.v.limit, e.v.remaining, retry_ms(e.v.retry),
+      ceil_ms(e.v.reset), ceil_ms(e.window), false,
+    }
+  end
+  local out = reply(v)
+  out[6] = denied_by
+  out[7] = reason
+  out[8] = list
+  return out
 end
 
 -- Commands -----------------------------------------------------------------------------------
 
-local function single(algo, args)
-  local p, i = algo.parse(args, 2)
-  if p == nil then
-    error0(err('ERR wrong number of arguments for \'' .. string.lower(algo.name) .. '\' command'))
-  end
-  local opts = { cost = 1 }
+local function run_single(algo, p, args, i, opts)
   while args[i] ~= nil do
     i = parse_option(opts, args, i)
   end
@@ -704,10 +761,67 @@ local function single(algo, args)
   if v.granted > 0 and not opts.peek then
     store(key, algo, algo.commit(s, p, now, v.granted, v), now)
   end
+  if opts.detail then
+    return detailed(v, { {
+      name = opts.name or key, key = key, cost = opts.cost, granted = v.granted, v = v,
+      window = algo.window(p), reason = reason_of(opts.cost, v),
+    } })
+  end
   return reply(v)
 end
 
-local function all(args)
+local function single(algo, args)
+  local p, i = algo.parse(args, 2)
+  if p == nil then
+    error0(err('ERR wrong number of arguments for \'' .. string.lower(algo.name) .. '\' command'))
+  end
+  return run_single(algo, p, args, i, { cost = 1 })
+end
+
+-- One limiter as RL.ALL writes it: an algorithm, its positional arguments and own options
+-- (OFFSET, CHARGE, NAME). The limiter and the index after it.
+local function parse_limiter(args, i)
+  local name = string.upper(args[i])
+  local algo = ALGORITHMS[name]
+  if algo == nil then
+    if NOT_IN_SCRIPTS[name] then
+      error0(err('ERR ' .. name .. MODULE_ONLY))
+    end
+    error0(err('ERR unknown limiter \'' .. quote(args[i]) .. '\''))
+  end
+  local p, j = algo.parse(args, i + 1)
+  if p == nil then
+    error0(err('ERR syntax error, ' .. name .. ' needs its positional arguments'))
+  end
+  local l = { algo = algo, p = p }
+  while args[j] ~= nil do
+    local o = string.upper(args[j])
+    if o == 'CHARGE' then
+      if args[j + 1] == nil then
+        error0(err('ERR syntax error, CHARGE needs a value'))
+      end
+      l.charge = non_negative(args[j + 1], 'CHARGE')
+      j = j + 2
+    elseif o == 'NAME' then
+      if args[j + 1] == nil then
+        error0(err('ERR syntax error, NAME needs a value'))
+      end
+      local nm = args[j + 1]
+      if #nm < 1 or #nm > 64 or not string.find(nm, '^[%w_%-%.:]+$') then
+        error0(err('ERR NAME must be 1-64 of letters, digits, _ - . :'))
+      end
+      l.name = nm
+      j = j + 2
+    elseif o == 'TZ' or o == 'ANCHOR' or o == 'PRECISION' then
+      error0(err('ERR ' .. o .. MODULE_ONLY))
+    else
+      break
+    end
+  end
+  return l, j
+end
+
+local function all(args, peek)
   local n = #KEYS
   if n < 1 then
     error0(err('ERR numkeys must be a positive integer'))
@@ -728,49 +842,13 @@ local function all(args)
     if args[i] == nil then
       error0(err('ERR syntax error, a limiter is missing for a key'))
     end
-    local name = string.upper(args[i])
-    local algo = ALGORITHMS[name]
-    if algo == nil then
-      if NOT_IN_SCRIPTS[name] then
-        error0(err('ERR ' .. name .. MODULE_ONLY))
-      end
-      error0(err('ERR unknown limiter \'' .. quote(args[i]) .. '\''))
-    end
-    local p, j = algo.parse(args, i + 1)
-    if p == nil then
-      error0(err('ERR syntax error, ' .. name .. ' needs its positional arguments'))
-    end
-    local l = { algo = algo, p = p }
-    while args[j] ~= nil do
-      local o = string.upper(args[j])
-      if o == 'CHARGE' then
-        if args[j + 1] == nil then
-          error0(err('ERR syntax error, CHARGE needs a value'))
-        end
-        l.charge = non_negative(args[j + 1], 'CHARGE')
-        j = j + 2
-      elseif o == 'NAME' then
-        if args[j + 1] == nil then
-          error0(err('ERR syntax error, NAME needs a value'))
-        end
-        local nm = args[j + 1]
-        if #nm < 1 or #nm > 64 or not string.find(nm, '^[%w_%-%.:]+$') then
-          error0(err('ERR NAME must be 1-64 of letters, digits, _ - . :'))
-        end
-        j = j + 2
-      elseif o == 'TZ' or o == 'ANCHOR' or o == 'PRECISION' then
-        error0(err('ERR ' .. o .. MODULE_ONLY))
-      else
-        break
-      end
-    end
-    i = j
-    limiters[k] = l
+    limiters[k], i = parse_limiter(args, i)
   end
   local opts = { cost = 1 }
   while args[i] ~= nil do
     i = parse_option(opts, args, i)
   end
+  opts.peek = opts.peek or peek
   local unequal = false
   for _, l in ipairs(limiters) do
     l.cost = l.charge or opts.cost
@@ -867,24 +945,46 @@ local function all(args)
     end
     reset = math.max(reset, v.reset)
   end
-  return reply({
+  local v = {
     granted = granted, limit = best.limit, remaining = best.remaining, retry = retry,
     reset = reset,
-  })
+  }
+  if opts.detail then
+    local entries = {}
+    for k, l in ipairs(limiters) do
+      entries[k] = {
+        name = l.name or KEYS[k], key = KEYS[k], cost = l.cost, granted = amounts[k],
+        v = verdicts[k], window = l.algo.window(l.p), reason = reason_of(l.cost, l.v),
+      }
+    end
+    return detailed(v, entries)
+  end
+  return reply(v)
 end
 
 local function main()
   local args = ARGV
   if args[1] == nil then
     error0(err('ERR the first argument must be the command (RL.GCRA, RL.TOKENBUCKET, RL.FIXED, ' ..
-      'RL.SLIDINGCOUNTER or RL.ALL)'))
+      'RL.SLIDINGCOUNTER, RL.ALL, RL.CHECK or RL.CHECKALL)'))
   end
   local cmd = string.upper(args[1])
   if string.sub(cmd, 1, 3) == 'RL.' then
     cmd = string.sub(cmd, 4)
   end
-  if cmd == 'ALL' then
-    return all(args)
+  if cmd == 'ALL' or cmd == 'CHECKALL' then
+    return all(args, cmd == 'CHECKALL')
+  end
+  if cmd == 'CHECK' then
+    -- RL.CHECK key limiter [COST n] [BESTEFFORT] [DETAIL]: the reply of the call with PEEK.
+    if #KEYS ~= 1 then
+      error0(err('ERR RL.CHECK takes exactly one key'))
+    end
+    if args[2] == nil then
+      error0(err('ERR wrong number of arguments for \'rl.check\' command'))
+    end
+    local l, i = parse_limiter(args, 2)
+    return run_single(l.algo, l.p, args, i, { cost = 1, peek = true, name = l.name })
   end
   local algo = ALGORITHMS[cmd]
   if algo == nil then
