@@ -148,7 +148,7 @@ def test_what_the_script_cannot_do_names_the_module(
     client: redis.Redis, call: Any, what: str
 ) -> None:
     rl = RateLimiter(client, backend="lua")
-    with pytest.raises(redis.ResponseError) as e:
+    with pytest.raises(ModuleRequiredError) as e:
         call(rl)
     assert what in str(e.value) and "redis-ratelimit module" in str(e.value), str(e.value)
     assert client.dbsize() == 0

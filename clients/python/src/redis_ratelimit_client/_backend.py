@@ -39,12 +39,21 @@ MODULE_CHECK: list[Any] = ["COMMAND", "INFO", "rl.gcra"]
 class ModuleRequiredError(redis.ResponseError):
     """What the script backend cannot do: it needs the redis-ratelimit module."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, message: str | None = None) -> None:
         super().__init__(
-            f"{what} needs the redis-ratelimit module (loadmodule /path/to/libredis_ratelimit.so); "
-            "this limiter uses the script backend (backend='lua', or 'auto' on a server without "
-            "the module), which does not support it"
+            message
+            or f"{what} needs the redis-ratelimit module (loadmodule "
+            "/path/to/libredis_ratelimit.so); this limiter uses the script backend "
+            "(backend='lua', or 'auto' on a server without the module), which does not support it"
         )
+
+
+def _named_error(e: redis.ResponseError) -> redis.ResponseError:
+    """The script's own refusal (an option only the module has) as :class:`ModuleRequiredError`."""
+    text = str(e)
+    if "redis-ratelimit module" in text:
+        return ModuleRequiredError("", text)
+    return e
 
 
 def _name(v: Any) -> str:
@@ -144,11 +153,14 @@ class RoutedClient:
         command = evalsha(args)
         options.pop("NEVER_DECODE", None)
         try:
-            return self.client.execute_command(*command, **options)
+            try:
+                return self.client.execute_command(*command, **options)
+            except redis.ResponseError as e:
+                if not is_noscript(e):
+                    raise
+                return self.client.execute_command(*as_eval(command), **options)
         except redis.ResponseError as e:
-            if not is_noscript(e):
-                raise
-            return self.client.execute_command(*as_eval(command), **options)
+            raise _named_error(e) from None
 
 
 class AsyncRoutedClient(RoutedClient):
@@ -170,8 +182,11 @@ class AsyncRoutedClient(RoutedClient):
         command = evalsha(args)
         options.pop("NEVER_DECODE", None)
         try:
-            return await self.client.execute_command(*command, **options)
+            try:
+                return await self.client.execute_command(*command, **options)
+            except redis.ResponseError as e:
+                if not is_noscript(e):
+                    raise
+                return await self.client.execute_command(*as_eval(command), **options)
         except redis.ResponseError as e:
-            if not is_noscript(e):
-                raise
-            return await self.client.execute_command(*as_eval(command), **options)
+            raise _named_error(e) from None
