@@ -62,7 +62,7 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 a
 	@. "$(SERVERS_ENV)"; echo "==> integration tests on Valkey 9: $$VALKEY9"; \
 		RL_SERVER="$$VALKEY9" RL_LD_LIBRARY_PATH= $(ITEST)
 
-test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis if missing
+test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis and express if missing
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/examples.sh
 
 test-clients: deps build ## The client packages (clients/python, clients/node): ruff, mypy --strict, pytest, tsc --noEmit, node --test against Redis 7.0
