@@ -9,7 +9,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 src="$root/lua/ratelimit.lua"
 for dest in \
   "$root/clients/python/src/redis_ratelimit_client/ratelimit.lua" \
-  "$root/clients/go/ratelimit.lua"; do
+  "$root/clients/go/ratelimit.lua" \
+  "$root/clients/node/lib/ratelimit.lua"; do
   if [ -d "$(dirname "$dest")" ]; then
     cp "$src" "$dest"
     echo "sync-lua: $src -> ${dest#"$root"/}"
