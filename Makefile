@@ -25,7 +25,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix test-examples test-clients test-go fuzz lint \
+.PHONY: help deps build release test test-unit test-integration test-matrix test-examples test-clients test-go test-metrics fuzz lint \
 	fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-stream bench-instructions clean
 
@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients test-go ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples and the client packages (Python, Node, Go)
+test: test-unit test-integration test-matrix test-examples test-clients test-go test-metrics ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go) and the metrics through redis_exporter and Prometheus
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -70,6 +70,9 @@ test-clients: deps build ## The client packages (clients/python, clients/node): 
 
 test-go: deps build ## The Go client (clients/go): gofmt, go vet, staticcheck, go test -race (a 3+3 cluster included, the redis_rate differential test) against Redis 7.0; installs Go modules and staticcheck if missing
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= scripts/go.sh
+
+test-metrics: deps build ## The metrics through the real tools: promtool check/test rules, the dashboard's lint, redis_exporter (--script) and Prometheus scraping a server under load; installs Go (if missing), redis_exporter and promtool into ~/.cache/redis-ratelimit/metrics-tools
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/metrics.sh
 
 # Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
 FUZZ_CASES ?= 100000

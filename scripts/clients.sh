@@ -20,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${RL_CLIENTS_VENV:-$HOME/.cache/redis-ratelimit/clients}
 PY=${PYTHON:-python3}
 PY_PACKAGES=(redis==8.1.0 pytest==9.2.0 ruff==0.17.5 mypy==2.4.1 fastapi==0.163.2 flask==3.1.3 hatchling==1.33.0
-  httpx2==2.16.2 asgiref==3.13.0)
+  httpx2==2.16.2 asgiref==3.13.0 prometheus-client==0.26.0 opentelemetry-sdk==1.45.2)
 PIP=(--disable-pip-version-check --retries 2 --timeout 30 -q)
 
 NAME=clients
