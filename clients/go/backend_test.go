@@ -176,3 +176,21 @@ func equal[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+// MetricsHook reports the script backend's replies as the module's: by command, acquired or
+// limited.
+func TestScriptBackendMetrics(t *testing.T) {
+	bare := testserver.Start(t, "")
+	rdb := bare.Client(t, 2)
+	o := &counts{requests: map[string]int{}, near: map[string]int{}}
+	rdb.AddHook(ratelimit.MetricsHook(o, 20))
+	c := ratelimit.New(rdb, ratelimit.WithBackend(ratelimit.BackendLua))
+	for i := 0; i < 3; i++ {
+		if _, err := c.GCRA(ctx, "m", 2, 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.requests["rl.gcra  acquired"] != 2 || o.requests["rl.gcra  limited"] != 1 || o.near["rl.gcra "] != 1 {
+		t.Fatalf("metrics of the script: %v %v", o.requests, o.near)
+	}
+}
