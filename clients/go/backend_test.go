@@ -125,6 +125,10 @@ func TestScriptBackendMiddleware(t *testing.T) {
 		if i == 2 && rec.Header().Get("Retry-After") != "60" {
 			t.Fatalf("Retry-After: %v", rec.Header())
 		}
+		if i == 1 && (rec.Header().Get("RateLimit-Policy") != `"burst";q=2;w=120, "day";q=100;w=86400` ||
+			!strings.HasPrefix(rec.Header().Get("RateLimit"), `"burst";r=0;t=60, "day";r=98;t=`)) {
+			t.Fatalf("header fields: %v", rec.Header())
+		}
 	}
 	if !equal(codes, []int{200, 200, 429}) {
 		t.Fatalf("codes %v", codes)
