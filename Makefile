@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients test-go test-metrics test-release ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, and the release artifacts
+test: test-unit test-integration test-matrix test-examples test-clients test-metrics test-release ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, and the release artifacts
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -65,8 +65,9 @@ test-matrix: deps build ## Integration tests on Redis 7.4, Redis 8.2, Valkey 8 a
 test-examples: deps build ## The example HTTP services (examples/) against Redis 7.0; installs redis-py, Node.js, ioredis and express if missing
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/examples.sh
 
-test-clients: deps build ## The client packages (clients/python, clients/node): ruff, mypy --strict, pytest, tsc --noEmit, node --test against Redis 7.0
+test-clients: deps build ## The client packages (clients/python, clients/node, clients/go) against Redis 7.0 and, for the script backend, servers without the module: ruff, mypy --strict, pytest, tsc --noEmit, node --test, then the Go steps of test-go
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= scripts/clients.sh
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= scripts/go.sh
 
 test-go: deps build ## The Go client (clients/go): gofmt, go vet, staticcheck, go test -race (a 3+3 cluster included, the redis_rate differential test) against Redis 7.0; installs Go modules and staticcheck if missing
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= scripts/go.sh

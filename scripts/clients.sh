@@ -94,6 +94,8 @@ step "python: mypy --strict" bash -c "cd '$py_dir' && '$VENV/bin/mypy' --strict 
 step "python: pytest" bash -c "cd '$py_dir/tests' && '$VENV/bin/pytest' -q -p no:cacheprovider --rootdir=. -c /dev/null ."
 step "node: tsc --noEmit" bash -c "cd '$node_dir' && node_modules/.bin/tsc --noEmit -p ."
 step "node: node --test" bash -c "cd '$node_dir' && node --test --test-concurrency=1 test/*.test.js test/*.test.mjs"
+# The script backend (lua/): differential tests against the module on every server without it.
+step "lua: differential tests (scripts/lua.sh)" env PYTEST="$VENV/bin/pytest" "$root/scripts/lua.sh"
 
 [ "$failed" -eq 0 ] || say "failed: ${failures[*]}"
 echo "clients: $passed passed, $failed failed"

@@ -102,8 +102,28 @@ func word(a any) string {
 	}
 }
 
+// scriptedCommand is the limiter command an EVALSHA/EVAL of the script backend runs (its name
+// and its arguments from the name on), so that its replies are reported as the module's are.
+func scriptedCommand(name string, args []any) (string, []any) {
+	if len(args) < 3 {
+		return name, args
+	}
+	if (name == "evalsha" && word(args[1]) != Script.Hash()) || (name == "eval" && word(args[1]) != scriptSource) {
+		return name, args
+	}
+	n, err := strconv.Atoi(word(args[2]))
+	if err != nil || n < 0 || 3+n >= len(args) {
+		return name, args
+	}
+	return strings.ToLower(word(args[3+n])), args[3+n:]
+}
+
 func (h metricsHook) observe(ctx context.Context, cmd redis.Cmder, took time.Duration, timed bool) {
 	name := strings.ToLower(cmd.Name())
+	args := cmd.Args()
+	if name == "evalsha" || name == "eval" {
+		name, args = scriptedCommand(name, args)
+	}
 	if !limiterCommands[name] || cmd.Err() != nil {
 		return
 	}
@@ -111,7 +131,6 @@ func (h metricsHook) observe(ctx context.Context, cmd redis.Cmder, took time.Dur
 	if !ok {
 		return
 	}
-	args := cmd.Args()
 	cost, policy, waited := int64(1), "", false
 	for i := 1; i < len(args); i++ {
 		switch strings.ToUpper(word(args[i])) {

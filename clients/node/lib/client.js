@@ -4,6 +4,7 @@
 const crypto = require("node:crypto");
 const c = require("./core");
 const { ModuleNotLoadedError, NotConnectedError, moduleError } = require("./errors");
+const b = require("./backend");
 
 class RateLimitExceeded extends Error {
   constructor(result) {
@@ -128,7 +129,35 @@ class RateLimiter {
     this.rawBuffer = bufferTransport(client);
     this.timeoutMs = options.timeoutMs ?? 500;
     this.deadline = null;
-    this.shared = { moduleChecked: null };
+    const backend = options.backend ?? "auto";
+    if (!b.BACKENDS.includes(backend)) throw new RangeError(`backend must be "auto", "module" or "lua", not ${JSON.stringify(backend)}`);
+    // backend: the choice; resolved: "module" or "lua" once known (auto asks the server once).
+    this.shared = { moduleChecked: null, backend, resolved: backend === "auto" ? null : backend, resolving: null };
+    this.logger = options.logger ?? console;
+  }
+
+  /** The backend that runs this limiter's commands: "module" or "lua" (under "auto", asked of
+   * the server once with COMMAND INFO rl.gcra, and logged). */
+  async backend() {
+    const root = this.shared;
+    if (root.resolved) return root.resolved;
+    if (!root.resolving) {
+      root.resolving = this.sendRaw(["COMMAND", "INFO", "rl.gcra"]).then((reply) => {
+        root.resolved = b.modulePresent(reply) ? "module" : "lua";
+        const say = typeof this.logger.info === "function" ? this.logger.info : this.logger.warn;
+        say.call(this.logger, root.resolved === "module"
+          ? "redis-ratelimit: backend auto: the module is loaded, using it"
+          : "redis-ratelimit: backend auto: no redis-ratelimit module on this server, using the script backend " +
+            "(lua/ratelimit.lua): RL.GCRA, RL.TOKENBUCKET, RL.FIXED, RL.SLIDINGCOUNTER, RL.ALL only");
+        return root.resolved;
+      }).finally(() => { root.resolving = null; });
+    }
+    return root.resolving;
+  }
+
+  /** The key a limiter command of this limiter writes: `key`, or the script's own `key:lua`. */
+  async storageKey(key) {
+    return (await this.backend()) === "lua" ? b.scriptKey(key) : key;
   }
 
   /** A view of this limiter whose commands are not sent after `deadline` (Unix ms). */
@@ -137,6 +166,23 @@ class RateLimiter {
   }
 
   async send(args) {
+    if (b.isLimiterCommand(String(args[0]).toUpperCase()) && (await this.backend()) === "lua") {
+      const command = b.evalshaArgs(args);
+      try {
+        return await this.sendRaw(command);
+      } catch (err) {
+        if (!b.isNoScript(err)) throw b.scriptError(err);
+      }
+      try {
+        return await this.sendRaw(["EVAL", b.SCRIPT, ...command.slice(2)]);
+      } catch (err) {
+        throw b.scriptError(err);
+      }
+    }
+    return this.sendRaw(args);
+  }
+
+  async sendRaw(args) {
     const deadline = this.deadline ?? Date.now() + this.timeoutMs;
     if (Date.now() >= deadline) throw new NotConnectedError("the call's time ran out");
     const wait = whenReady(this.client, deadline);
@@ -149,6 +195,7 @@ class RateLimiter {
   }
 
   async sendBuffer(args) {
+    if (b.isLimiterCommand(String(args[0]).toUpperCase()) && (await this.backend()) === "lua") b.evalshaArgs(args);
     const deadline = this.deadline ?? Date.now() + this.timeoutMs;
     const wait = whenReady(this.client, deadline);
     if (wait) await wait;
@@ -159,6 +206,8 @@ class RateLimiter {
    * ModuleNotLoadedError saying how to load it. A success is remembered (per RateLimiter). */
   checkModule() {
     const root = this.shared;
+    if (root.resolved === "lua") return Promise.resolve(true);
+    if (root.backend === "auto" && !root.resolved) return this.backend().then(() => this.checkModule());
     if (root.moduleChecked) return root.moduleChecked;
     const check = this.send(["COMMAND", "INFO", "rl.gcra"]).then((reply) => {
       if (!Array.isArray(reply) || reply.length === 0 || reply[0] == null) {

@@ -1,4 +1,6 @@
 "use strict";
+const { ModuleRequiredError } = require("./backend");
+const { CALENDAR } = require("./core");
 // Express middleware (any (req, res, next) framework with res.setHeader / res.statusCode / res.end).
 
 const crypto = require("node:crypto");
@@ -60,9 +62,10 @@ function rateLimit(options) {
     throw new TypeError(`rateLimit: onError is a hook (err, req) => void; the fail mode is fail: "${options.onError}"`);
   }
   const limiter = options.limiter instanceof RateLimiter ? options.limiter
-    : options.client ? new RateLimiter(options.client) : options.limiter;
+    : options.client ? new RateLimiter(options.client, { backend: options.backend }) : options.limiter;
   if (!limiter || typeof limiter.all !== "function") throw new TypeError("rateLimit needs a limiter (new RateLimiter(client)) or a client");
   const limits = normalizeLimits(options.limits);
+  if (limiter.shared && limiter.shared.backend === "lua") scriptCan(options, limits);
   const prefix = options.prefix ?? "rl:";
   const name = options.name ?? derivedName(limits);
   if (options.name != null && !/^[\x21-\x7a\x7c\x7e]{1,200}$/.test(options.name)) throw new RangeError("name is 1-200 printable ASCII characters without spaces, { or }");
@@ -224,6 +227,20 @@ function rateLimit(options) {
     res.setHeader("Content-Type", "application/problem+json");
     return res.end(JSON.stringify(problem(code, result, units, violated)));
   };
+}
+
+// Under backend "lua", refuse at construction what the script backend cannot do.
+function scriptCan(options, limits) {
+  const what = [];
+  if (options.reserve) what.push("reserve (HOLD, RL.SETTLE)");
+  if (options.block) what.push("block (RL.BLOCK)");
+  if (options.shadow) what.push("shadow (SHADOW)");
+  if (options.at) what.push("at (AT)");
+  for (const [n, spec] of limits.named) {
+    if (!["GCRA", "TOKENBUCKET", "FIXED", "SLIDINGCOUNTER"].includes(spec.word)) what.push(`the limit ${JSON.stringify(n)} (${spec.command})`);
+    else if (spec.word === "FIXED" && CALENDAR.includes(String(spec.params[1]))) what.push(`the limit ${JSON.stringify(n)} (a calendar window)`);
+  }
+  if (what.length) throw new ModuleRequiredError(what.join(", "));
 }
 
 module.exports = { rateLimit, withTimeout, QUOTA_EXCEEDED };

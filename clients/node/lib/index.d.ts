@@ -212,7 +212,22 @@ export interface RateLimiterOptions {
    * fails with NotConnectedError (default 500 ms). A command is never left in the client's offline
    * queue: it is sent on a ready connection or not at all. */
   timeoutMs?: number;
+  /** "auto" (default): the module when COMMAND INFO finds it on the server, else the script
+   * backend (lua/ratelimit.lua: RL.GCRA, RL.TOKENBUCKET, RL.FIXED epoch windows,
+   * RL.SLIDINGCOUNTER, RL.ALL, RL.CHECK, RL.CHECKALL with cost, peek, bestEffort, detail),
+   * decided once per RateLimiter and logged; "module" or "lua" force one. Under the script,
+   * anything else rejects with a ModuleRequiredError naming the module. */
+  backend?: Backend;
+  /** Where the backend choice is logged (info, else warn): console by default. */
+  logger?: { info?(message: string): void; warn(message: string): void };
 }
+
+export type Backend = "auto" | "module" | "lua";
+
+/** The script backend cannot do this: it needs the redis-ratelimit module. */
+export declare class ModuleRequiredError extends Error {}
+/** The text of the script backend (lua/ratelimit.lua). */
+export declare const SCRIPT: string;
 
 export declare class ModuleNotLoadedError extends Error {}
 export declare class NotConnectedError extends Error {}
@@ -227,6 +242,10 @@ export declare class RateLimiter {
   /** Resolves when the server has the module (COMMAND INFO rl.gcra); else rejects with a
    * ModuleNotLoadedError that says how to load it. */
   checkModule(): Promise<true>;
+  /** The backend that runs this limiter's commands (under "auto", asked of the server once). */
+  backend(): Promise<"module" | "lua">;
+  /** The key a limiter command writes: key, or the script backend's own key:lua. */
+  storageKey(key: Key): Promise<Key>;
   /** Send any command (readiness and deadline as for the module's commands). */
   send(args: ReadonlyArray<string | Buffer>): Promise<unknown>;
   apply(key: Key, spec: Limiter, options?: LimiterOptions & DelayOptions): Promise<Result>;
@@ -343,6 +362,9 @@ export interface RateLimitMiddlewareOptions<Req = any, Res = any> {
   limiter?: RateLimiter;
   /** An ioredis or node-redis client, when no limiter is given. */
   client?: Client;
+  /** The backend of the limiter made from `client` (RateLimiterOptions.backend; default "auto").
+   * Under "lua", reserve, block, shadow, at and calendar limits are refused here. */
+  backend?: Backend;
   /** One limit (named "default"), a limit string ("5/minute"), or names to limits (RL.ALL). */
   limits: Limit | Record<string, Limit>;
   /** What makes this integration's keys distinct: keys are {prefix}{name}:{client} (one limit) or
@@ -398,6 +420,8 @@ export declare function rateLimit<Req = any, Res = any>(options: RateLimitMiddle
 export interface RateLimitStoreOptions {
   client: Client;
   limiter?: RateLimiter;
+  /** The backend of the limiter made from `client` (RateLimiterOptions.backend; default "auto"). */
+  backend?: Backend;
   /** "fixed" (default: windows aligned to the clock) or "gcra". */
   algorithm?: "fixed" | "gcra";
   /** Key prefix (default "rl:erl:"); keys are {prefix}{name}:{key}. */

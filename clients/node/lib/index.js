@@ -10,6 +10,7 @@ const { installIoredis } = require("./ioredis");
 const { parseLimit } = require("./limits");
 const { ipKey, clientAddress, byAddress } = require("./keys");
 const { ModuleNotLoadedError, NotConnectedError, LimiterTimeoutError } = require("./errors");
+const { ModuleRequiredError, SCRIPT } = require("./backend");
 const { SlidingWindowCounterLocal, SlidingWindowCounterDistributed, SlidingWindowCounterRedis } = require("./counter");
 const { gcra, tokenBucket, leakyBucket, fixed, sliding, slidingCounter, concurrency } = core.limiters;
 const { Result, parseResult, parseInfo, durationMs } = core;
@@ -21,6 +22,8 @@ module.exports = {
   RateLimiter,
   RateLimitExceeded,
   ModuleNotLoadedError,
+  ModuleRequiredError,
+  SCRIPT,
   NotConnectedError,
   LimiterTimeoutError,
   Result,

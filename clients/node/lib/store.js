@@ -33,7 +33,7 @@ const COUNTER_LIMIT = 2 ** 31 - 1;
 class RateLimitStore {
   constructor(options = {}) {
     if (!options.client) throw new TypeError("RateLimitStore needs a client (ioredis or node-redis)");
-    this.limiter = options.limiter || new RateLimiter(options.client);
+    this.limiter = options.limiter || new RateLimiter(options.client, { backend: options.backend });
     this.algorithm = options.algorithm || "fixed";
     if (!["fixed", "gcra"].includes(this.algorithm)) throw new RangeError('algorithm must be "fixed" or "gcra"');
     this.base = options.prefix ?? "rl:erl:";
@@ -92,7 +92,7 @@ class RateLimitStore {
   }
 
   async resetKey(key) {
-    await bounded(this, (l) => l.send(["DEL", this.prefix + key]));
+    await bounded(this, async (l) => l.send(["DEL", await l.storageKey(this.prefix + key)]));
   }
 }
 

@@ -100,10 +100,11 @@ test("without the module: 503 (or open) with a line and a hook naming the module
   const closedLog = recorder();
   const openLog = recorder();
   const errors = [];
-  app.use("/closed", rl.rateLimit({ client, limits: "5/minute", name: "nomod-closed", logger: closedLog, onError: (e, req) => errors.push([e, req.path]) }));
-  app.use("/open", rl.rateLimit({ client, limits: "5/minute", name: "nomod-open", fail: "open", logger: openLog }));
+  const backend = "module";
+  app.use("/closed", rl.rateLimit({ client, backend, limits: "5/minute", name: "nomod-closed", logger: closedLog, onError: (e, req) => errors.push([e, req.path]) }));
+  app.use("/open", rl.rateLimit({ client, backend, limits: "5/minute", name: "nomod-open", fail: "open", logger: openLog }));
   app.use("/erl", expressRateLimit({
-    windowMs: 60000, limit: 5, store: new rl.RateLimitStore({ client, name: "nomod-store" }),
+    windowMs: 60000, limit: 5, store: new rl.RateLimitStore({ client, backend, name: "nomod-store" }),
   }));
   app.get(["/closed", "/open", "/erl"], (req, res) => res.send("ok"));
   // express-rate-limit passes the Store's error to next(err): the app's error handler sees it.
@@ -129,9 +130,9 @@ test("without the module: 503 (or open) with a line and a hook naming the module
     assert.equal(res.status, 500);
     assert.ok(seen[0] instanceof rl.ModuleNotLoadedError);
     // The client alone: the server's "unknown command" becomes the same error.
-    await assert.rejects(new rl.RateLimiter(client).gcra("k", 1, 1, "1s"),
+    await assert.rejects(new rl.RateLimiter(client, { backend }).gcra("k", 1, 1, "1s"),
       (e) => e instanceof rl.ModuleNotLoadedError && /RL\.GCRA is an unknown command.*loadmodule/.test(e.message));
-    await assert.rejects(new rl.RateLimiter(client).checkModule(), rl.ModuleNotLoadedError);
+    await assert.rejects(new rl.RateLimiter(client, { backend }).checkModule(), rl.ModuleNotLoadedError);
   } finally {
     await http.close();
     client.disconnect();

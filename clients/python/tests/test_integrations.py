@@ -151,7 +151,7 @@ def test_module_missing_async(
             aclient = aioredis.Redis(host=plain_server[0], port=plain_server[1], protocol=protocol)
             mw = RateLimitMiddleware(
                 _ok_app,
-                AsyncRateLimiter(aclient),
+                AsyncRateLimiter(aclient, backend="module"),
                 "5/second",
                 name=f"missing-{protocol}",
                 on_error=lambda e, sc: errors.append(e),
@@ -171,7 +171,7 @@ def test_module_missing_is_named_logged_and_hooked(
     plain_server: tuple[str, int], fail: Any, expected: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     errors: list[BaseException] = []
-    rl = RateLimiter(redis.Redis(host=plain_server[0], port=plain_server[1]))
+    rl = RateLimiter(redis.Redis(host=plain_server[0], port=plain_server[1]), backend="module")
     app = flask_app(rl, "5/second", fail=fail, on_error=lambda e, req: errors.append(e))
     with caplog.at_level(logging.WARNING, logger="redis_ratelimit"):
         answers = [get(app) for _ in range(3)]
