@@ -49,7 +49,7 @@ func (p pair) same(t *testing.T, step string, domain string, ds ...*pbext.RateLi
 	return o
 }
 
-func codes(r *pb.RateLimitResponse) string {
+func codesOf(r *pb.RateLimitResponse) string {
 	s := []string{r.OverallCode.String()}
 	for _, st := range r.Statuses {
 		s = append(s, st.Code.String())
@@ -164,11 +164,11 @@ func TestNarrowDenialDoesNotChargeBroad(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		o := call(t, p.ours, "messaging", narrow, broad)
 		u := call(t, p.theirs, "messaging", narrow, broad)
-		if codes(o) != codes(u) {
-			t.Fatalf("call %d: codes ours %s, envoyproxy/ratelimit %s", i, codes(o), codes(u))
+		if codesOf(o) != codesOf(u) {
+			t.Fatalf("call %d: codes ours %s, envoyproxy/ratelimit %s", i, codesOf(o), codesOf(u))
 		}
-		if i < 5 && codes(o) != "OK OK OK" || i >= 5 && codes(o) != "OVER_LIMIT OVER_LIMIT OK" {
-			t.Fatalf("call %d: %s", i, codes(o))
+		if i < 5 && codesOf(o) != "OK OK OK" || i >= 5 && codesOf(o) != "OVER_LIMIT OVER_LIMIT OK" {
+			t.Fatalf("call %d: %s", i, codesOf(o))
 		}
 	}
 	o := call(t, p.ours, "messaging", broad)
