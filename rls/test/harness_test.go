@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -283,3 +284,5 @@ func startOfSecond() {
 		time.Sleep(time.Duration(1010-ms) * time.Millisecond)
 	}
 }
+
+func numCPU() int { return runtime.NumCPU() }
