@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples and the client packages
+test: test-unit test-integration test-matrix test-examples test-clients test-rls ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages and the Envoy rate limit service
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -67,6 +67,10 @@ test-examples: deps build ## The example HTTP services (examples/) against Redis
 
 test-clients: deps build ## The client packages (clients/python, clients/node): ruff, mypy --strict, pytest, tsc --noEmit, node --test against Redis 7.0
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) RL_LD_LIBRARY_PATH= scripts/clients.sh
+
+.PHONY: test-rls
+test-rls: deps build ## The Envoy rate limit service (rls/): gofmt, go vet, staticcheck, unit tests, side by side with envoyproxy/ratelimit on Redis 7.0, a short load run; installs Go tools and builds envoyproxy/ratelimit from the Go module proxy if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/rls.sh
 
 # Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
 FUZZ_CASES ?= 100000
