@@ -16,12 +16,15 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -30,6 +33,7 @@ import (
 	"github.com/redis-ratelimit/redis-ratelimit/rls/internal/service"
 	"github.com/redis-ratelimit/redis-ratelimit/rls/internal/stats"
 	"github.com/redis-ratelimit/redis-ratelimit/rls/internal/store"
+	"github.com/redis-ratelimit/redis-ratelimit/rls/internal/xds"
 )
 
 func env(name, def string) string {
@@ -205,21 +209,52 @@ func main() {
 	hc := &server.Health{}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	dir := config.Dir(env("RUNTIME_ROOT", "/srv/runtime_data/current"), env("RUNTIME_SUBDIRECTORY", ""), env("RUNTIME_APPDIRECTORY", "config"))
-	config.Watch(ctx, dir, envBool("RUNTIME_IGNOREDOTFILES", false), envBool("MERGE_DOMAIN_CONFIG", false),
-		envDuration("RUNTIME_POLL_INTERVAL", time.Second),
-		func(c *config.Config) {
-			svc.SetConfig(c)
-			hc.SetReady()
-			reg.ConfigLoadSuccess.Add(1)
-			log.Info("configuration loaded", "dir", dir, "domains", c.Domains())
-		},
-		func(err error) {
-			reg.ConfigLoadError.Add(1)
-			log.Error("configuration not loaded; the previous one stays", "dir", dir, "error", err)
-		})
-	if svc.Config() == nil && !envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false) {
-		fatal("no configuration could be loaded", "dir", dir)
+	apply := func(c *config.Config) {
+		svc.SetConfig(c)
+		hc.SetReady()
+		reg.ConfigLoadSuccess.Add(1)
+		log.Info("configuration loaded", "domains", c.Domains())
+	}
+	fail := func(err error) {
+		reg.ConfigLoadError.Add(1)
+		log.Error("configuration not loaded; the previous one stays", "error", err)
+	}
+	force := envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false)
+	if force && !envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) {
+		hc.SetReady()
+	}
+	source := ""
+	switch strings.ToUpper(env("CONFIG_TYPE", "FILE")) {
+	case "FILE":
+		dir := config.Dir(env("RUNTIME_ROOT", "/srv/runtime_data/current"), env("RUNTIME_SUBDIRECTORY", ""), env("RUNTIME_APPDIRECTORY", "config"))
+		source = dir
+		config.Watch(ctx, dir, envBool("RUNTIME_IGNOREDOTFILES", false), envBool("MERGE_DOMAIN_CONFIG", false),
+			envDuration("RUNTIME_POLL_INTERVAL", time.Second), apply, fail)
+		if svc.Config() == nil && !force {
+			fatal("no configuration could be loaded", "dir", dir)
+		}
+	case "GRPC_XDS_SOTW":
+		source = "xds://" + env("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000")
+		conn, err := grpc.NewClient(env("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), grpc.WithTransportCredentials(xdsCredentials()))
+		if err != nil {
+			fatal("CONFIG_GRPC_XDS_SERVER_URL", "error", err)
+		}
+		first := make(chan struct{})
+		var once sync.Once
+		go xds.Watch(ctx, conn, xds.Options{
+			NodeID: env("CONFIG_GRPC_XDS_NODE_ID", "default"), Merge: envBool("MERGE_DOMAIN_CONFIG", false),
+			Retry: envDuration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", 3*time.Second), Log: log,
+		}, func(c *config.Config) { apply(c); once.Do(func() { close(first) }) }, fail)
+		if !force {
+			log.Info("waiting for the first configuration from the xDS server", "server", source)
+			select {
+			case <-first:
+			case <-ctx.Done():
+				return
+			}
+		}
+	default:
+		fatal("CONFIG_TYPE must be FILE or GRPC_XDS_SOTW", "value", os.Getenv("CONFIG_TYPE"))
 	}
 
 	grpcAddr := net.JoinHostPort(env("GRPC_HOST", "0.0.0.0"), env("GRPC_PORT", "8081"))
@@ -232,7 +267,7 @@ func main() {
 	if err != nil {
 		fatal("cannot listen", "address", httpAddr, "error", err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpcServerOptions()...)
 	pb.RegisterRateLimitServiceServer(gs, svc)
 	gh := health.NewServer()
 	healthpb.RegisterHealthServer(gs, gh)
@@ -247,7 +282,21 @@ func main() {
 			fatal("http server", "error", err)
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "rls: grpc on %s, http on %s, config from %s\n", gl.Addr(), hl.Addr(), dir)
+	if envBool("USE_PROMETHEUS", false) {
+		// envoyproxy/ratelimit's separate Prometheus listener; /metrics on the HTTP port stays.
+		mux := http.NewServeMux()
+		mux.HandleFunc(env("PROMETHEUS_PATH", "/metrics"), func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			reg.Write(w)
+		})
+		ps := &http.Server{Addr: env("PROMETHEUS_ADDR", ":9090"), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := ps.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("prometheus listener", "error", err)
+			}
+		}()
+	}
+	fmt.Fprintf(os.Stderr, "rls: grpc on %s, http on %s, config from %s\n", gl.Addr(), hl.Addr(), source)
 	<-ctx.Done()
 
 	// Graceful shutdown: fail health checks, finish requests in flight (bounded), then close.
@@ -266,4 +315,54 @@ func main() {
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	_ = st.Close()
+}
+
+func certPool(name, file string) *x509.CertPool {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		fatal("cannot read "+name, "error", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		fatal("no certificate in " + name)
+	}
+	return pool
+}
+
+// grpcServerOptions: GRPC_SERVER_USE_TLS with GRPC_SERVER_TLS_CERT/KEY; a CA in
+// GRPC_SERVER_TLS_CA_CERT (or GRPC_CLIENT_TLS_CACERT) requires client certificates signed by it.
+func grpcServerOptions() []grpc.ServerOption {
+	if !envBool("GRPC_SERVER_USE_TLS", false) {
+		return nil
+	}
+	kp, err := tls.LoadX509KeyPair(env("GRPC_SERVER_TLS_CERT", ""), env("GRPC_SERVER_TLS_KEY", ""))
+	if err != nil {
+		fatal("cannot load GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY", "error", err)
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{kp}}
+	if ca := env("GRPC_SERVER_TLS_CA_CERT", env("GRPC_CLIENT_TLS_CACERT", "")); ca != "" {
+		c.ClientCAs = certPool("GRPC_SERVER_TLS_CA_CERT", ca)
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(c))}
+}
+
+// xdsCredentials: CONFIG_GRPC_XDS_SERVER_USE_TLS with CONFIG_GRPC_XDS_CLIENT_TLS_CERT/KEY and
+// CONFIG_GRPC_XDS_SERVER_TLS_CACERT (and CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+func xdsCredentials() credentials.TransportCredentials {
+	if !envBool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
+		return insecure.NewCredentials()
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: env("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "")}
+	if cert := env("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""); cert != "" {
+		kp, err := tls.LoadX509KeyPair(cert, env("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""))
+		if err != nil {
+			fatal("cannot load CONFIG_GRPC_XDS_CLIENT_TLS_CERT/KEY", "error", err)
+		}
+		c.Certificates = []tls.Certificate{kp}
+	}
+	if ca := env("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""); ca != "" {
+		c.RootCAs = certPool("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ca)
+	}
+	return credentials.NewTLS(c)
 }
