@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -231,4 +232,41 @@ func TestHTTPAndGracefulShutdown(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM: %s", code, ours.Logs())
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(t0))
+}
+
+// TestStatsd: USE_STATSD sends the same counters as statsd datagrams under envoyproxy/ratelimit's
+// names (what Envoy Gateway's statsd exporter sidecar reads).
+func TestStatsd(t *testing.T) {
+	r := startRedis(t)
+	root, _ := configDir(t, readmeExamples(t))
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	ours := startOurs(t, r, root, "USE_STATSD=true", "STATSD_HOST=127.0.0.1",
+		fmt.Sprintf("STATSD_PORT=%d", udp.LocalAddr().(*net.UDPAddr).Port), "STATS_FLUSH_INTERVAL=100ms")
+	for i := 0; i < 3; i++ {
+		call(t, ours, "messaging", D("to_number", "1"))
+	}
+	sum := map[string]int{}
+	buf := make([]byte, 2048)
+	deadline := time.Now().Add(5 * time.Second)
+	for (sum["ratelimit.service.rate_limit.messaging.to_number.total_hits"] < 3 || sum["ratelimit.service.rate_limit.messaging.to_number.within_limit"] < 3) && time.Now().Before(deadline) {
+		_ = udp.SetReadDeadline(time.Now().Add(time.Second))
+		n, _, err := udp.ReadFrom(buf)
+		if err != nil {
+			continue
+		}
+		line := string(buf[:n])
+		name, rest, _ := strings.Cut(line, ":")
+		var v int
+		if _, err := fmt.Sscanf(rest, "%d|c", &v); err != nil {
+			t.Fatalf("bad datagram %q", line)
+		}
+		sum[name] += v
+	}
+	if sum["ratelimit.service.rate_limit.messaging.to_number.total_hits"] != 3 || sum["ratelimit.service.rate_limit.messaging.to_number.within_limit"] != 3 {
+		t.Fatalf("statsd counters: %v", sum)
+	}
 }

@@ -296,6 +296,28 @@ func main() {
 			}
 		}()
 	}
+	if envBool("USE_STATSD", false) {
+		addr := net.JoinHostPort(env("STATSD_HOST", "localhost"), env("STATSD_PORT", "8125"))
+		conn, err := net.Dial("udp", addr)
+		if err != nil {
+			fatal("statsd", "address", addr, "error", err)
+		}
+		sd := stats.NewStatsd(reg, conn)
+		every := envDuration("STATS_FLUSH_INTERVAL", 10*time.Second)
+		go func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					sd.Flush()
+					return
+				case <-t.C:
+					sd.Flush()
+				}
+			}
+		}()
+	}
 	fmt.Fprintf(os.Stderr, "rls: grpc on %s, http on %s, config from %s\n", gl.Addr(), hl.Addr(), source)
 	<-ctx.Done()
 

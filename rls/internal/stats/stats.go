@@ -31,10 +31,10 @@ type Registry struct {
 	byLab  map[labels]*Limit
 	max    int
 
-	RedisError, ServiceError                       atomic.Uint64
-	ConfigLoadSuccess, ConfigLoadError             atomic.Uint64
-	GlobalShadowMode, DomainNotFound, FailedOpen   atomic.Uint64
-	FailedClosed, CrossSlotRequests, SettleFailure atomic.Uint64
+	RedisError, ServiceError                     atomic.Uint64
+	ConfigLoadSuccess, ConfigLoadError           atomic.Uint64
+	GlobalShadowMode, DomainNotFound, FailedOpen atomic.Uint64
+	FailedClosed, CrossSlotRequests              atomic.Uint64
 }
 
 // New makes a registry holding at most maxSeries label sets.
@@ -161,4 +161,54 @@ func (r *Registry) Write(w io.Writer) {
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v.Load())
 	}
+}
+
+// Statsd sends the counters' increases since the last call as statsd counters under
+// envoyproxy/ratelimit's names (ratelimit.service.rate_limit.<domain>.<key1>[.<key2>].<stat>,
+// ratelimit.service.call.should_rate_limit.<err>), for deployments that scrape a statsd exporter
+// (USE_STATSD, as Envoy Gateway runs it). One datagram per line, each under 1 KB.
+type Statsd struct {
+	reg  *Registry
+	w    io.Writer
+	last map[string]uint64
+}
+
+// NewStatsd writes to w (a UDP connection).
+func NewStatsd(reg *Registry, w io.Writer) *Statsd {
+	return &Statsd{reg: reg, w: w, last: map[string]uint64{}}
+}
+
+func (s *Statsd) send(name string, v uint64) {
+	if d := v - s.last[name]; d > 0 {
+		s.last[name] = v
+		_, _ = fmt.Fprintf(s.w, "%s:%d|c", name, d)
+	}
+}
+
+// Flush sends what changed since the last Flush.
+func (s *Statsd) Flush() {
+	s.reg.mu.RLock()
+	type entry struct {
+		l labels
+		v *Limit
+	}
+	es := make([]entry, 0, len(s.reg.byLab))
+	for k, v := range s.reg.byLab {
+		es = append(es, entry{k, v})
+	}
+	s.reg.mu.RUnlock()
+	for _, e := range es {
+		base := "ratelimit.service.rate_limit." + e.l.domain + "." + e.l.key1
+		if e.l.key2 != "" {
+			base += "." + e.l.key2
+		}
+		for i, v := range []*atomic.Uint64{&e.v.TotalHits, &e.v.OverLimit, &e.v.NearLimit, &e.v.WithinLimit, &e.v.ShadowMode} {
+			s.send(base+"."+limitStats[i], v.Load())
+		}
+	}
+	s.send("ratelimit.service.call.should_rate_limit.redis_error", s.reg.RedisError.Load())
+	s.send("ratelimit.service.call.should_rate_limit.service_error", s.reg.ServiceError.Load())
+	s.send("ratelimit.service.config_load_success", s.reg.ConfigLoadSuccess.Load())
+	s.send("ratelimit.service.config_load_error", s.reg.ConfigLoadError.Load())
+	s.send("ratelimit.service.global_shadow_mode", s.reg.GlobalShadowMode.Load())
 }
