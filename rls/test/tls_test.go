@@ -1,0 +1,116 @@
+package test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	pbext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+type certs struct {
+	dir    string
+	pool   *x509.CertPool
+	client tls.Certificate
+}
+
+// makeCerts writes a CA, a server certificate for 127.0.0.1 and a client certificate.
+func makeCerts(t *testing.T) certs {
+	t.Helper()
+	dir := t.TempDir()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write := func(name, typ string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caKey := key()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	write("ca.crt", "CERTIFICATE", caDER)
+	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) tls.Certificate {
+		k := key()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(k)
+		write(name+".crt", "CERTIFICATE", der)
+		write(name+".key", "EC PRIVATE KEY", kb)
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	}
+	leaf("server", 2, x509.ExtKeyUsageServerAuth)
+	client := leaf("client", 3, x509.ExtKeyUsageClientAuth)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return certs{dir: dir, pool: pool, client: client}
+}
+
+// TestGRPCMutualTLS: GRPC_SERVER_USE_TLS with a client CA (the variables Envoy Gateway sets)
+// serves clients that present a certificate signed by it and refuses the others.
+func TestGRPCMutualTLS(t *testing.T) {
+	r := startRedis(t)
+	root, _ := configDir(t, readmeExamples(t))
+	c := makeCerts(t)
+	gp, hp := freePort(t), freePort(t)
+	p := start(t, ourBinary, []string{
+		fmt.Sprintf("REDIS_URL=127.0.0.1:%d", r.Port), "RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit",
+		"GRPC_HOST=127.0.0.1", "HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp),
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=" + filepath.Join(c.dir, "server.crt"),
+		"GRPC_SERVER_TLS_KEY=" + filepath.Join(c.dir, "server.key"), "GRPC_SERVER_TLS_CA_CERT=" + filepath.Join(c.dir, "ca.crt"),
+	})
+	waitHealthy(t, "rls", p, hp)
+	try := func(withCert bool) error {
+		cfg := &tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS12}
+		if withCert {
+			cfg.Certificates = []tls.Certificate{c.client}
+		}
+		conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gp), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err = pb.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &pb.RateLimitRequest{
+			Domain: "internal", Descriptors: []*pbext.RateLimitDescriptor{D("azure", "x")}})
+		return err
+	}
+	if err := try(true); err != nil {
+		t.Fatalf("client with a certificate: %v", err)
+	}
+	if err := try(false); err == nil {
+		t.Fatal("client without a certificate was served")
+	}
+}
