@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redis-ratelimit/redis-ratelimit/rls/internal/store"
 )
 
@@ -268,5 +270,37 @@ func TestStatsd(t *testing.T) {
 	}
 	if sum["ratelimit.service.rate_limit.messaging.to_number.total_hits"] != 3 || sum["ratelimit.service.rate_limit.messaging.to_number.within_limit"] != 3 {
 		t.Fatalf("statsd counters: %v", sum)
+	}
+}
+
+// TestRedisSentinel: REDIS_TYPE=sentinel with REDIS_URL=master_name,sentinel:port finds the master
+// through a sentinel.
+func TestRedisSentinel(t *testing.T) {
+	r := startRedis(t)
+	server := requireEnv(t, "RL_SERVER", "redis-server")
+	sp := freePort(t)
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	body := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor rlmaster 127.0.0.1 %d 1\n", sp, r.Port)
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start(t, server, nil, conf, "--sentinel")
+	sc := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", sp)})
+	defer sc.Close()
+	waitFor(t, "the sentinel", func() bool {
+		_, err := sc.GetMasterAddrByName(context.Background(), "rlmaster").Result()
+		return err == nil
+	})
+	root, _ := configDir(t, readmeExamples(t))
+	ours := startOurs(t, r, root, "REDIS_TYPE=sentinel", fmt.Sprintf("REDIS_URL=rlmaster,127.0.0.1:%d", sp))
+	for i := 0; i < 2; i++ {
+		call(t, ours, "internal", D("azure", "s"))
+	}
+	if got := call(t, ours, "internal", D("azure", "s")).Statuses[0].LimitRemaining; got != 97 {
+		t.Fatalf("through the sentinel: remaining %d", got)
+	}
+	n, err := r.Client.Exists(context.Background(), "rls:internal_azure_s_fixed").Result()
+	if err != nil || n != 1 {
+		t.Fatalf("the key is not on the master: %v %v", n, err)
 	}
 }

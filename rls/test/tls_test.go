@@ -114,3 +114,41 @@ func TestGRPCMutualTLS(t *testing.T) {
 		t.Fatal("client without a certificate was served")
 	}
 }
+
+// TestRedisTLSAndAuth: REDIS_TLS with REDIS_TLS_CACERT and REDIS_AUTH against a server that only
+// speaks TLS and requires a password.
+func TestRedisTLSAndAuth(t *testing.T) {
+	server := requireEnv(t, "RL_SERVER", "redis-server")
+	module := requireEnv(t, "RL_MODULE", "")
+	c := makeCerts(t)
+	port := freePort(t)
+	p := start(t, server, nil, "--port", "0", "--tls-port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--tls-cert-file", filepath.Join(c.dir, "server.crt"), "--tls-key-file", filepath.Join(c.dir, "server.key"),
+		"--tls-ca-cert-file", filepath.Join(c.dir, "ca.crt"), "--tls-auth-clients", "no",
+		"--requirepass", "s3cret", "--save", "", "--appendonly", "no", "--loadmodule", module)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server with TLS did not start: %v\n%s", err, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	root, _ := configDir(t, readmeExamples(t))
+	gp, hp := freePort(t), freePort(t)
+	env := []string{
+		fmt.Sprintf("REDIS_URL=127.0.0.1:%d", port), "REDIS_TLS=true", "REDIS_TLS_CACERT=" + filepath.Join(c.dir, "ca.crt"),
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "GRPC_HOST=127.0.0.1", "HOST=127.0.0.1",
+		fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp),
+	}
+	ok := start(t, ourBinary, append(env, "REDIS_AUTH=s3cret"))
+	waitHealthy(t, "rls", ok, hp)
+	s := &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: ok}
+	if got := call(t, s, "internal", D("azure", "x")).Statuses[0].LimitRemaining; got != 99 {
+		t.Fatalf("over TLS with auth: remaining %d", got)
+	}
+}
