@@ -13,17 +13,3 @@ func TestSlot(t *testing.T) {
 		}
 	}
 }
-
-func TestParseDetail(t *testing.T) {
-	v := []any{int64(0), int64(1), int64(0), int64(500), int64(500), "b", "limit", []any{
-		[]any{"d0", "a", int64(1), int64(0), int64(3), int64(2), int64(0), int64(500), int64(60000), nil},
-		[]any{"d1", "b", int64(1), int64(0), int64(1), int64(0), int64(500), int64(500), int64(60000), nil},
-	}}
-	ok, rs, err := parseDetail(v, 2)
-	if err != nil || ok || len(rs) != 2 || rs[0].Denies() || !rs[1].Denies() || rs[0].Remaining != 2 {
-		t.Fatalf("%v %v %+v", ok, err, rs)
-	}
-	if _, _, err := parseDetail([]any{int64(1)}, 1); err == nil {
-		t.Fatal("short reply accepted")
-	}
-}
