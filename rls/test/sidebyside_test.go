@@ -1,6 +1,8 @@
 package test
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,17 @@ func (p pair) same(t *testing.T, step string, domain string, ds ...*pbext.RateLi
 	}
 	if len(o.Statuses) != len(u.Statuses) {
 		t.Fatalf("%s: %d statuses, envoyproxy/ratelimit %d", step, len(o.Statuses), len(u.Statuses))
+	}
+	if len(o.ResponseHeadersToAdd) != len(u.ResponseHeadersToAdd) {
+		t.Fatalf("%s: headers: ours %v, envoyproxy/ratelimit %v", step, o.ResponseHeadersToAdd, u.ResponseHeadersToAdd)
+	}
+	for i, h := range o.ResponseHeadersToAdd {
+		g := u.ResponseHeadersToAdd[i]
+		a, _ := strconv.Atoi(h.Value)
+		b, _ := strconv.Atoi(g.Value)
+		if h.Key != g.Key || (h.Value != g.Value && (!strings.HasSuffix(h.Key, "Reset") || a-b > 1 || b-a > 1)) {
+			t.Fatalf("%s: header %d: ours %v, envoyproxy/ratelimit %v", step, i, h, g)
+		}
 	}
 	for i := range o.Statuses {
 		a, b := o.Statuses[i], u.Statuses[i]
@@ -282,5 +295,33 @@ func TestAlgorithmsOnlyOursServes(t *testing.T) {
 	got := rr.Statuses[0].DurationUntilReset.GetSeconds()
 	if got < want-2 || got > want+2 || rr.Statuses[0].LimitRemaining != 999 {
 		t.Fatalf("calendar month in Europe/Paris: reset in %ds, want %ds (%v)", got, want, rr.Statuses[0])
+	}
+}
+
+// TestSameResponseHeaders: LIMIT_RESPONSE_HEADERS_ENABLED gives the same RateLimit-* headers.
+func TestSameResponseHeaders(t *testing.T) {
+	r := startRedis(t)
+	root, _ := configDir(t, readmeExamples(t))
+	p := pair{ours: startOurs(t, r, root, "LIMIT_RESPONSE_HEADERS_ENABLED=true"),
+		theirs: startUpstream(t, r, root, "LIMIT_RESPONSE_HEADERS_ENABLED=true")}
+	header := func(resp *pb.RateLimitResponse, k string) string {
+		for _, h := range resp.ResponseHeadersToAdd {
+			if h.Key == k {
+				return h.Value
+			}
+		}
+		return ""
+	}
+	for i := 0; i < 3; i++ {
+		o := p.same(t, fmt.Sprint("two limits ", i), "messaging", D("to_number", "8"), D("message_type", "marketing", "to_number", "9"))
+		if header(o, "RateLimit-Limit") != "5" || header(o, "RateLimit-Remaining") != fmt.Sprint(4-i) {
+			t.Fatalf("call %d: %v", i, o.ResponseHeadersToAdd)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		o := p.same(t, fmt.Sprint("over ", i), "messaging", D("message_type", "marketing", "to_number", "9"))
+		if header(o, "RateLimit-Remaining") != fmt.Sprint(max(0, 1-i)) {
+			t.Fatalf("call %d: %v", i, o.ResponseHeadersToAdd)
+		}
 	}
 }

@@ -201,7 +201,13 @@ func main() {
 	if err != nil || ratio <= 0 || ratio > 1 {
 		fatal("NEAR_LIMIT_RATIO must be in (0, 1]", "value", os.Getenv("NEAR_LIMIT_RATIO"))
 	}
+	var headers *[3]string
+	if envBool("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
+		headers = &[3]string{env("LIMIT_LIMIT_HEADER", "RateLimit-Limit"), env("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+			env("LIMIT_RESET_HEADER", "RateLimit-Reset")}
+	}
 	svc := service.New(st, reg, service.Options{
+		Headers:   headers,
 		KeyPrefix: env("CACHE_KEY_PREFIX", ""), HashTag: strings.EqualFold(env("REDIS_KEY_HASH_TAG", ""), "domain"),
 		NearLimitRatio: ratio, GlobalShadow: envBool("SHADOW_MODE", false), Timeout: timeout,
 		Failure: failure, Log: log,

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,6 +46,10 @@ type Options struct {
 	Timeout        time.Duration // REDIS_TIMEOUT: the bound on one request's Redis work
 	Failure        FailureMode
 	Log            *slog.Logger
+	// Headers names the RateLimit-Limit, -Remaining and -Reset response headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED with LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
+	// LIMIT_RESET_HEADER); nil: no headers.
+	Headers *[3]string
 }
 
 // Service is the rate limit service.
@@ -229,6 +235,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 	}
 	if len(enforced)+len(shadowed)+len(refunds) == 0 {
+		s.headers(resp)
 		return resp, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
@@ -249,7 +256,36 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 		return nil, status.Error(codes.Unavailable, "redis: "+err.Error())
 	}
+	s.headers(resp)
 	return resp, nil
+}
+
+// headers adds RateLimit-Limit/-Remaining/-Reset for the descriptor with the fewest remaining
+// (the last one over the limit, when one is), as envoyproxy/ratelimit does.
+func (s *Service) headers(resp *pb.RateLimitResponse) {
+	if s.opt.Headers == nil {
+		return
+	}
+	var min *pb.RateLimitResponse_DescriptorStatus
+	over := false
+	for _, st := range resp.Statuses {
+		switch {
+		case st.CurrentLimit == nil:
+		case st.Code == pb.RateLimitResponse_OVER_LIMIT:
+			min, over = st, true // the last one over the limit
+		case !over && (min == nil || st.LimitRemaining < min.LimitRemaining):
+			min = st
+		}
+	}
+	if min == nil {
+		return
+	}
+	h := s.opt.Headers
+	resp.ResponseHeadersToAdd = []*core.HeaderValue{
+		{Key: h[0], Value: strconv.FormatUint(uint64(min.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: h[1], Value: strconv.FormatUint(uint64(min.LimitRemaining), 10)},
+		{Key: h[2], Value: strconv.FormatInt(min.DurationUntilReset.GetSeconds(), 10)},
+	}
 }
 
 func failed(req *pb.RateLimitRequest, code pb.RateLimitResponse_Code) *pb.RateLimitResponse {
