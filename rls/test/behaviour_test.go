@@ -304,3 +304,26 @@ func TestRedisSentinel(t *testing.T) {
 		t.Fatalf("the key is not on the master: %v %v", n, err)
 	}
 }
+
+// TestHitsAddendEdges: hits_addend 0 checks without charging; one above any limit (up to
+// 2^64-1) is over the limit, never an error that a FAILURE_MODE could turn into a grant.
+func TestHitsAddendEdges(t *testing.T) {
+	r := startRedis(t)
+	root, _ := configDir(t, readmeExamples(t))
+	ours := startOurs(t, r, root, "FAILURE_MODE=open")
+	zero := D("azure", "e")
+	zero.HitsAddend = wrapperspb.UInt64(0)
+	for i := 0; i < 3; i++ {
+		if got := call(t, ours, "internal", zero).Statuses[0]; got.Code != pb.RateLimitResponse_OK || got.LimitRemaining != 100 {
+			t.Fatalf("hits_addend 0: %v", got)
+		}
+	}
+	huge := D("azure", "e")
+	huge.HitsAddend = wrapperspb.UInt64(^uint64(0))
+	if got := call(t, ours, "internal", huge); got.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("hits_addend 2^64-1: %v", got)
+	}
+	if m := metrics(t, ours); !strings.Contains(m, `err_type="redis_error"} 0`) {
+		t.Fatalf("an error was counted: %s", m)
+	}
+}

@@ -96,6 +96,8 @@ func hitsAddends(req *pb.RateLimitRequest) []uint64 {
 		} else {
 			out[i] = max(1, uint64(req.HitsAddend))
 		}
+		// The module takes costs up to 2^63-1 (more than any limit: such a request is over it).
+		out[i] = min(out[i], math.MaxInt64)
 	}
 	return out
 }
@@ -129,7 +131,7 @@ func currentLimit(l *config.RateLimit) *pb.RateLimitResponse_RateLimit {
 func (s *Service) count(it item, r store.Reply, over, shadow bool) {
 	lim := uint64(max(r.Limit, 0))
 	used := uint64(max(r.Limit-r.Remaining, 0))
-	before, after := used, used+it.cost
+	before, after := used, used+min(it.cost, math.MaxInt64)
 	if !over && r.Granted > 0 {
 		before, after = used-min(used, it.cost), used
 	}
@@ -139,14 +141,14 @@ func (s *Service) count(it item, r store.Reply, over, shadow bool) {
 		if before >= lim {
 			st.OverLimit.Add(it.cost)
 		} else {
-			st.OverLimit.Add(after - lim)
-			st.NearLimit.Add(lim - max(near, before))
+			st.OverLimit.Add(sub(after, lim))
+			st.NearLimit.Add(sub(lim, max(near, before)))
 		}
 		if shadow {
 			if before >= lim {
 				st.ShadowMode.Add(it.cost)
 			} else {
-				st.ShadowMode.Add(after - lim)
+				st.ShadowMode.Add(sub(after, lim))
 			}
 		}
 		return
@@ -155,10 +157,17 @@ func (s *Service) count(it item, r store.Reply, over, shadow bool) {
 		if before >= near {
 			st.NearLimit.Add(it.cost)
 		} else {
-			st.NearLimit.Add(after - near)
+			st.NearLimit.Add(sub(after, near))
 		}
 	}
 	st.WithinLimit.Add(it.cost)
+}
+
+func sub(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
 }
 
 func (s *Service) status(it item, r store.Reply, over bool) *pb.RateLimitResponse_DescriptorStatus {
