@@ -326,13 +326,16 @@ func buildLimit(file, key string, d *yamlDescriptor) (*RateLimit, error) {
 	default:
 		return nil, &Error{file, fmt.Sprintf("%s: unknown algorithm '%s' (fixed, gcra, token_bucket, sliding_window, sliding_log)", key, y.Algorithm)}
 	}
+	if r.WindowSeconds() > 100*365*86400 {
+		return nil, &Error{file, fmt.Sprintf("%s: a window of more than 100 years", key)}
+	}
 	if r.Algorithm == GCRA || r.Algorithm == TokenBucket {
 		// The module keeps the time a full limiter takes to refill in ms below 2^63/1000.
 		burst := uint64(r.Burst)
 		if burst == 0 {
 			burst = uint64(r.RequestsPerUnit)
 		}
-		if burst*uint64(r.WindowSeconds())*1000/uint64(r.RequestsPerUnit) > 9223372036854775 {
+		if float64(burst)*float64(r.WindowSeconds())*1000/float64(r.RequestsPerUnit) > 9e15 {
 			return nil, &Error{file, fmt.Sprintf("%s: burst * window / requests_per_unit is too long a time for %s", key, r.Algorithm)}
 		}
 	}
