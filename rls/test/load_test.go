@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,25 @@ type loadResult struct {
 	sent, errors  int64
 	rps           float64
 	p50, p99, max time.Duration
+	lat           []time.Duration
+	elapsed       time.Duration
+}
+
+// merge joins the runs of one service: requests over the total time, percentiles over all.
+func merge(rs []loadResult) loadResult {
+	out := loadResult{name: rs[0].name}
+	for _, r := range rs {
+		out.sent += r.sent
+		out.errors += r.errors
+		out.lat = append(out.lat, r.lat...)
+		out.elapsed += r.elapsed
+	}
+	sort.Slice(out.lat, func(a, b int) bool { return out.lat[a] < out.lat[b] })
+	out.rps = float64(len(out.lat)) / out.elapsed.Seconds()
+	if n := len(out.lat); n > 0 {
+		out.p50, out.p99, out.max = out.lat[n/2], out.lat[n*99/100], out.lat[n-1]
+	}
+	return out
 }
 
 // drive sends requests at rate per second for d from a pool of workers (open loop: requests are
@@ -86,7 +106,7 @@ func drive(s *Service, rate int, d time.Duration) loadResult {
 	wg.Wait()
 	elapsed := time.Since(start)
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-	r := loadResult{name: s.Name, sent: sent.Load(), errors: errs.Load(), rps: float64(len(lat)) / elapsed.Seconds()}
+	r := loadResult{name: s.Name, sent: sent.Load(), errors: errs.Load(), rps: float64(len(lat)) / elapsed.Seconds(), lat: lat, elapsed: elapsed}
 	if n := len(lat); n > 0 {
 		r.p50, r.p99, r.max = lat[n/2], lat[n*99/100], lat[n-1]
 	}
@@ -113,12 +133,24 @@ func TestLoad(t *testing.T) {
 	ours := startOurs(t, r, root, "REDIS_POOL_SIZE=16")
 	theirs := startUpstream(t, r, root, "REDIS_POOL_SIZE=16")
 	d := time.Duration(secs * float64(time.Second))
-	results := []loadResult{}
+	loadBefore := "?"
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		loadBefore = strings.Join(strings.Fields(string(la))[:3], " ")
+	}
 	for _, s := range []*Service{ours, theirs} {
 		drive(s, rate/4, d/4) // warm up connections
-		results = append(results, drive(s, rate, d))
 	}
-	out := fmt.Sprintf("load: %d requests/s offered for %v per service, 2 descriptors per request, one Redis, %d CPUs\n", rate, d, numCPU())
+	// Two halves in the order ours, theirs, theirs, ours, so that a change of load on the
+	// machine weighs on both alike.
+	halves := map[string][]loadResult{}
+	for _, s := range []*Service{ours, theirs, theirs, ours} {
+		halves[s.Name] = append(halves[s.Name], drive(s, rate, d/2))
+	}
+	results := []loadResult{merge(halves[ours.Name]), merge(halves[theirs.Name])}
+	out := fmt.Sprintf("load: %d requests/s offered for %v per service (two halves, alternating), 2 descriptors per request, one Redis, %d CPUs\n", rate, d, numCPU())
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		out += "load average before: " + loadBefore + ", after: " + strings.Join(strings.Fields(string(la))[:3], " ") + "\n"
+	}
 	out += fmt.Sprintf("%-22s %8s %8s %10s %10s %10s\n", "service", "sent", "errors", "rps", "p50", "p99")
 	for _, x := range results {
 		out += fmt.Sprintf("%-22s %8d %8d %10.0f %10v %10v\n", x.name, x.sent, x.errors, x.rps, x.p50.Round(time.Microsecond), x.p99.Round(time.Microsecond))
