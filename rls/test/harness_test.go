@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ourBinary = filepath.Join(dir, "rls")
-	build := exec.Command("go", "build", "-o", ourBinary, "../cmd/rls")
+	args := []string{"build", "-o", ourBinary}
+	if os.Getenv("RLS_RACE") == "1" {
+		args = append(args, "-race") // the service under the race detector
+	}
+	build := exec.Command("go", append(args, "../cmd/rls")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the service:", err)
@@ -223,7 +227,13 @@ func startOurs(t testing.TB, r *Redis, root string, env ...string) *Service {
 		"GRPC_HOST=127.0.0.1", "HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp),
 		"CACHE_KEY_PREFIX=rls:", "LOG_LEVEL=warn",
 	}
-	p := start(t, ourBinary, append(base, env...))
+	var p *proc
+	t.Cleanup(func() { // runs after the process stopped
+		if p != nil && strings.Contains(p.out.String(), "DATA RACE") {
+			t.Errorf("the service reported a data race:\n%s", p.out.String())
+		}
+	})
+	p = start(t, ourBinary, append(base, env...))
 	waitHealthy(t, "rls", p, hp)
 	return &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: p}
 }

@@ -93,6 +93,10 @@ func TestXDSConfigSideBySide(t *testing.T) {
 	// Two resources for one domain without MERGE_DOMAIN_CONFIG: refused, version 2 stays.
 	x.set(t, "3", perMinute("a", "eg", "client", 1), perMinute("b", "eg", "other", 1))
 	waitFor(t, "config_load_error", func() bool { return strings.Contains(metrics(t, p.ours), "ratelimit_service_config_load_error 1\n") })
+	time.Sleep(2500 * time.Millisecond) // the server sends the refused version again: counted once
+	if m := metrics(t, p.ours); !strings.Contains(m, "ratelimit_service_config_load_error 1\n") {
+		t.Fatalf("a refused version counted more than once:\n%s", m)
+	}
 	time.Sleep(100 * time.Millisecond)
 	if l := call(t, p.ours, "eg", D("client", "y")).Statuses[0].CurrentLimit.GetRequestsPerUnit(); l != 10 {
 		t.Fatalf("a refused update replaced the configuration: limit %d", l)

@@ -59,7 +59,7 @@ func stream(ctx context.Context, client discovery.AggregatedDiscoveryServiceClie
 		return err
 	}
 	node := &core.Node{Id: o.NodeID}
-	version := ""
+	version, refused := "", ""
 	if err := s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: TypeURL}); err != nil {
 		return err
 	}
@@ -71,9 +71,20 @@ func stream(ctx context.Context, client discovery.AggregatedDiscoveryServiceClie
 		ack := &discovery.DiscoveryRequest{Node: node, TypeUrl: TypeURL, ResponseNonce: resp.GetNonce()}
 		c, err := decode(resp, o.Merge)
 		if err != nil {
-			fail(err)
 			ack.VersionInfo = version
 			ack.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			if resp.GetVersionInfo() == refused {
+				// A management server may send a refused version again at once after each NACK:
+				// count and log it once, and answer the repeats no faster than once a second.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Second):
+				}
+			} else {
+				refused = resp.GetVersionInfo()
+				fail(err)
+			}
 		} else {
 			apply(c)
 			version = resp.GetVersionInfo()
