@@ -152,3 +152,33 @@ func TestRedisTLSAndAuth(t *testing.T) {
 		t.Fatalf("over TLS with auth: remaining %d", got)
 	}
 }
+
+// TestRedisUnixSocket: REDIS_SOCKET_TYPE=unix with a socket path in REDIS_URL.
+func TestRedisUnixSocket(t *testing.T) {
+	server := requireEnv(t, "RL_SERVER", "redis-server")
+	module := requireEnv(t, "RL_MODULE", "")
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	p := start(t, server, nil, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--loadmodule", module)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on a unix socket did not start:\n%s", p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	root, _ := configDir(t, readmeExamples(t))
+	gp, hp := freePort(t), freePort(t)
+	q := start(t, ourBinary, []string{"REDIS_SOCKET_TYPE=unix", "REDIS_URL=" + sock, "RUNTIME_ROOT=" + root,
+		"RUNTIME_SUBDIRECTORY=ratelimit", "GRPC_HOST=127.0.0.1", "HOST=127.0.0.1",
+		fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp)})
+	waitHealthy(t, "rls", q, hp)
+	s := &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: q}
+	call(t, s, "internal", D("azure", "u"))
+	if got := call(t, s, "internal", D("azure", "u")).Statuses[0].LimitRemaining; got != 98 {
+		t.Fatalf("over a unix socket: remaining %d", got)
+	}
+}

@@ -149,7 +149,7 @@ func redisClient(timeout time.Duration) (redis.UniversalClient, bool) {
 	switch typ {
 	case "single", "":
 		o.Addrs = []string{url}
-		if strings.EqualFold(env("REDIS_SOCKET_TYPE", "tcp"), "unix") && strings.HasPrefix(url, "/") {
+		if strings.HasPrefix(url, "/") { // a socket path (REDIS_SOCKET_TYPE=unix)
 			c := redis.NewClient(&redis.Options{Network: "unix", Addr: url, Username: o.Username, Password: o.Password,
 				PoolSize: o.PoolSize, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 				TLSConfig: o.TLSConfig, Protocol: 2, DisableIdentity: true, MaxRetries: -1, ContextTimeoutEnabled: true})
