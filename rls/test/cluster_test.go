@@ -115,7 +115,7 @@ func TestRedisCluster(t *testing.T) {
 		fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp), "CACHE_KEY_PREFIX=rls:", "RL_HOLD_TTL=300ms",
 	})
 	waitHealthy(t, "rls", p, hp)
-	ours := &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: p}
+	ours := &Service{Name: "rls", GRPC: dial(t, gp), HTTPPort: hp, proc: p}
 	narrow := D("message_type", "marketing", "to_number", "2061111111")
 	broad := D("to_number", "2061111111")
 	for i := 0; i < 8; i++ {

@@ -235,7 +235,7 @@ func startOurs(t testing.TB, r *Redis, root string, env ...string) *Service {
 	})
 	p = start(t, ourBinary, append(base, env...))
 	waitHealthy(t, "rls", p, hp)
-	return &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: p}
+	return &Service{Name: "rls", GRPC: dial(t, gp), HTTPPort: hp, proc: p}
 }
 
 // startUpstream runs envoyproxy/ratelimit on r with the same configuration.

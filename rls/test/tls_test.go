@@ -147,7 +147,7 @@ func TestRedisTLSAndAuth(t *testing.T) {
 	}
 	ok := start(t, ourBinary, append(env, "REDIS_AUTH=s3cret"))
 	waitHealthy(t, "rls", ok, hp)
-	s := &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: ok}
+	s := &Service{Name: "rls", GRPC: dial(t, gp), HTTPPort: hp, proc: ok}
 	if got := call(t, s, "internal", D("azure", "x")).Statuses[0].LimitRemaining; got != 99 {
 		t.Fatalf("over TLS with auth: remaining %d", got)
 	}
@@ -176,7 +176,7 @@ func TestRedisUnixSocket(t *testing.T) {
 		"RUNTIME_SUBDIRECTORY=ratelimit", "GRPC_HOST=127.0.0.1", "HOST=127.0.0.1",
 		fmt.Sprintf("GRPC_PORT=%d", gp), fmt.Sprintf("HTTP_PORT=%d", hp)})
 	waitHealthy(t, "rls", q, hp)
-	s := &Service{Name: "ours", GRPC: dial(t, gp), HTTPPort: hp, proc: q}
+	s := &Service{Name: "rls", GRPC: dial(t, gp), HTTPPort: hp, proc: q}
 	call(t, s, "internal", D("azure", "u"))
 	if got := call(t, s, "internal", D("azure", "u")).Statuses[0].LimitRemaining; got != 98 {
 		t.Fatalf("over a unix socket: remaining %d", got)
