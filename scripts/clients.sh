@@ -2,7 +2,8 @@
 # Lint, type-check and test the client packages (clients/python, clients/node) against a real
 # server with the module, installing what they need first and saying what:
 #
-#   Python: the packages of PY_PACKAGES from PyPI into the virtualenv $RL_CLIENTS_VENV (default
+#   Python: the packages of PY_PACKAGES from PyPI (httpx2 for FastAPI's TestClient, asgiref for
+#           Flask's async views among them) into the virtualenv $RL_CLIENTS_VENV (default
 #           ~/.cache/redis-ratelimit/clients), hatchling among them, then clients/python itself
 #           with `pip install ./clients/python` (hatchling from the venv, no build isolation)
 #   Node:   node and npm from apt when missing, then clients/node's devDependencies (ioredis,
@@ -18,7 +19,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${RL_CLIENTS_VENV:-$HOME/.cache/redis-ratelimit/clients}
 PY=${PYTHON:-python3}
-PY_PACKAGES=(redis==8.1.0 pytest==9.2.0 ruff==0.17.5 mypy==2.4.1 fastapi==0.163.2 flask==3.1.3 hatchling==1.33.0)
+PY_PACKAGES=(redis==8.1.0 pytest==9.2.0 ruff==0.17.5 mypy==2.4.1 fastapi==0.163.2 flask==3.1.3 hatchling==1.33.0
+  httpx2==2.16.2 asgiref==3.13.0)
 PIP=(--disable-pip-version-check --retries 2 --timeout 30 -q)
 
 NAME=clients

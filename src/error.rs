@@ -81,6 +81,8 @@ pub enum RlError {
     UnknownPolicy(String),
     /// A `RL.POLICY RESTORE` payload (or aux data) that does not decode.
     PolicyPayload,
+    /// A client's payload whose version counter (so a version) is above 2^52.
+    PolicyVersions,
     /// A payload's policy (quoted) whose definition does not parse, and why.
     BadPolicy(String, String),
     /// Two policies (quoted) whose INFO fields would share names (`x` and `x_shadow`).
@@ -169,6 +171,10 @@ impl fmt::Display for RlError {
                 "ERR policy '{a}' and policy '{b}' would share INFO field names: choose another name"
             ),
             RlError::PolicyPayload => write!(f, "ERR invalid policy payload"),
+            RlError::PolicyVersions => write!(
+                f,
+                "ERR invalid policy payload: its version counter is above 4503599627370496 (2^52)"
+            ),
             RlError::BadPolicy(name, why) => {
                 write!(f, "ERR invalid policy payload: policy '{name}': {why}")
             }

@@ -22,8 +22,10 @@ The upstream is simulated: it "uses" `used_tokens` (default: the estimate), dete
 Answers 200 (the id of the request in X-Request-Id), 429 with Retry-After when a limit must be
 waited for, 413 when the estimate can never fit (above a limit: no Retry-After). Every answer
 carries the RateLimit-Policy and RateLimit header fields of draft-ietf-httpapi-ratelimit-headers-11,
-one item per limiter (`"tpm";q=90000;w=60` and `"tpm";r=87000;t=2`); a denial's body is the
-draft's "quota-exceeded" problem naming the violated limits.
+one item per limiter (`"tpm";q=90000;w=60` and `"tpm";r=87000;t=1`: r what is left, t the
+effective window, the seconds until the limiter has more than r, from a read-only RL.CHECKALL of
+each limiter's remaining + 1); a denial's body is the draft's "quota-exceeded" problem naming the
+violated limits.
 
 Environment: REDIS_URL, PORT; GATEWAY_RPM (60), GATEWAY_TPM (90000), GATEWAY_BUDGET (monthly
 tokens, 10000000), GATEWAY_HOLD (the reservation's ttl, 30s); GATEWAY_CUSTOMERS, a JSON object
@@ -97,6 +99,18 @@ def settle(specs, request_id, used, at):
     return twice(lambda: limiter.settle(list(specs), request_id, [1, used, used], at=at))
 
 
+def next_unit(specs, result, at):
+    """RL.CHECKALL ... DETAIL with each limiter's CHARGE its remaining + 1: when each limiter has
+    one unit more than it has left (the `t` of the RateLimit field). None when Redis cannot say
+    (the field then leaves t out)."""
+    left = {d.name: max(d.remaining, 0) for d in result.limiters}
+    checks = {k: dataclasses.replace(s, charge=left.get(s.name, 0) + 1) for k, s in specs.items()}
+    try:
+        return limiter.check_all(checks, detail=True, at=at)
+    except redis.RedisError:
+        return None
+
+
 def upstream(body):
     """The simulated model call: the tokens it used (the request says how many; default: the
     estimate). A real gateway reads them from the upstream's usage report."""
@@ -157,7 +171,8 @@ class Handler(BaseHTTPRequestHandler):
         if not reserved.allowed:
             # Never (the estimate is above a limit): waiting does not help, so 413, not 429.
             status = 413 if reserved.never else 429
-            return self.answer(status, rate_limit_headers(reserved, {}), problem(reserved))
+            headers = rate_limit_headers(reserved, {}, next_unit=next_unit(specs, reserved, at))
+            return self.answer(status, headers, problem(reserved))
         if TEST_HOOKS and self.headers.get("X-Test-Crash") == "after-reserve":
             os._exit(70)  # Test only: the gateway dies holding the reservation.
         used = upstream(body)
@@ -166,7 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         except redis.RedisError:
             # Not settled: the reservation comes back when its ttl ends; answer with the reserve.
             settled = [None] * len(specs)
-        headers = rate_limit_headers(after_settle(reserved, settled), {})
+        now = after_settle(reserved, settled)
+        headers = rate_limit_headers(now, {}, next_unit=next_unit(specs, now, at))
         headers["X-Request-Id"] = request_id
         body = {"id": request_id, "tokens": {"estimated": estimate, "used": used}}
         self.answer(200, headers, body)

@@ -7,7 +7,11 @@ Every request is charged to its client (the X-Api-Key header, else the peer addr
 Answers 200 when granted, 429 with Retry-After when the client must wait, and 413 when the
 request can never be granted (it costs more than the limit allows: retry_after_ms = -1, so no
 Retry-After). Every answer carries the RateLimit-Policy and RateLimit header fields of
-draft-ietf-httpapi-ratelimit-headers.
+draft-ietf-httpapi-ratelimit-headers-11: r what is left, t the effective window (the seconds
+until the limiter has more than r, from a read-only RL.CHECK of r + 1 units).
+
+The keys are rl:<name>:<client>, the name made of the limit's parameters (gcra-5-5-10s), as the
+package's HTTP integrations name them: another limit never shares them by accident.
 
 Run: REDIS_URL=redis://127.0.0.1:6379 PORT=8080 python app.py
 """
@@ -33,11 +37,19 @@ POLICY = GCRA(
 limiter = RateLimiter(redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")))
 
 
+NAME = f"gcra-{POLICY.burst}-{POLICY.rate}-{POLICY.period}"
+
+
 def limit(client, cost):
     """Charges `cost` units to `client`; returns (status, headers)."""
-    result = limiter.apply(f"rl:{client}", POLICY, cost=cost)
+    key = f"rl:{NAME}:{client}"
+    result = limiter.apply(key, POLICY, cost=cost)
+    # t: when the limiter has one unit more than it has left (0 when nothing is used).
+    check = None
+    if result.remaining < result.limit:
+        check = limiter.check(key, POLICY, cost=max(result.remaining, 0) + 1)
     # RateLimit-Policy and RateLimit always; Retry-After only when denied and not `never`.
-    headers = rate_limit_headers(result, POLICY)
+    headers = rate_limit_headers(result, POLICY, next_unit=check)
     if result.allowed:
         return 200, headers
     # Never (the cost is above the limit): waiting does not help, so 413, not 429.

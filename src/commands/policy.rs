@@ -7,8 +7,9 @@
 //! the module's category.
 //!
 //! Replicas and the AOF get the policy as it is, version included: a SET propagates as
-//! `RL.POLICY RESTORE <that policy> MERGE`, a RESTORE as `RL.POLICY RESTORE <every policy>`, a
-//! DEL as itself. The RDB holds them as aux data (`ffi::datatype`), and an AOF rewrite, whose
+//! `RL.POLICY RESTORE <that policy> MERGE` (replayed from a master or the AOF, a MERGE keeps the
+//! payload's versions; from a client it gives the next ones), a RESTORE as
+//! `RL.POLICY RESTORE <every policy>`, a DEL as itself. The RDB holds them as aux data (`ffi::datatype`), and an AOF rewrite, whose
 //! base file has no place for them without an RDB preamble, gets them at the start of its new
 //! incremental file (`commands::policy_state`).
 
@@ -24,7 +25,7 @@ use crate::commands::row::{Command, Run};
 use crate::config;
 use crate::core::policy::{
     self, ARG_MAX, ARGS_MAX, DESC_MAX, Definition, LIMITERS_MAX, Payload, Policy, PolicyLimiter,
-    StoreError,
+    RESTORE_MAX, StoreError,
 };
 use crate::docs::{ArgDoc, ArgType, CommandDoc, arg, opt};
 use crate::error::RlError;
@@ -109,13 +110,38 @@ pub fn parse_definition(items: &[&[u8]]) -> Result<Definition, RlError> {
     })
 }
 
+/// Where a payload comes from: a client's `RESTORE`, whose counter must leave versions to give
+/// (at most [`RESTORE_MAX`]), or the server's own state (an RDB, a master, the AOF), read
+/// whatever its versions, as every form an earlier version of the module wrote must load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Client,
+    Saved,
+}
+
+/// A version as a reply, never capped: at most [`policy::VERSION_MAX`] unless an earlier version of the
+/// module saved more.
+///
+/// # Errors
+/// A version above `i64::MAX`, which no RESP integer holds.
+fn version_reply(v: u64) -> Result<i64, RlError> {
+    i64::try_from(v).map_err(|_| {
+        RlError::Conflict("a policy version is above 2^63-1, more than a reply can hold")
+    })
+}
+
 /// A payload's policies, every definition parsed: the whole payload judged before anything
 /// changes.
 ///
 /// # Errors
-/// `ERR invalid policy payload` naming the first policy whose definition does not parse.
-fn parse_payload(bytes: &[u8], max: usize) -> Result<(u64, Vec<Policy>), RlError> {
+/// `ERR invalid policy payload`, naming the first policy whose definition does not parse, or a
+/// client's version counter above [`RESTORE_MAX`].
+fn parse_payload(bytes: &[u8], max: usize, source: Source) -> Result<(u64, Vec<Policy>), RlError> {
     let Payload { counter, records } = policy::decode(bytes, max).ok_or(RlError::PolicyPayload)?;
+    // `decode` refused any version above the counter.
+    if source == Source::Client && counter > RESTORE_MAX {
+        return Err(RlError::PolicyVersions);
+    }
     for (i, a) in records.iter().enumerate() {
         if let Some(b) = records
             .iter()
@@ -141,17 +167,17 @@ fn parse_payload(bytes: &[u8], max: usize) -> Result<(u64, Vec<Policy>), RlError
     Ok((counter, out))
 }
 
-/// Replace every policy with those of `payload` (an RDB's aux data): `false`, changing
-/// nothing, if it does not decode or a definition does not parse. No bound on their number: the
-/// data was accepted when it was written.
-pub fn load_all(payload: &[u8]) -> bool {
-    match parse_payload(payload, policy::MAX_POLICIES_LIMIT) {
-        Ok((counter, policies)) => {
-            store().replace_all(counter, policies);
-            true
-        }
-        Err(_) => false,
-    }
+/// Replace every policy with those of `payload` (an RDB's aux data), or say why not, changing
+/// nothing: it does not decode or a definition does not parse. No bound on their number nor on
+/// their versions: the data was accepted when it was written.
+///
+/// # Errors
+/// The error RL.POLICY RESTORE would reply, as text.
+pub fn load_all(payload: &[u8]) -> Result<(), String> {
+    let (counter, policies) = parse_payload(payload, policy::MAX_POLICIES_LIMIT, Source::Saved)
+        .map_err(|e| e.to_string())?;
+    store().replace_all(counter, policies);
+    Ok(())
 }
 
 /// The container `RL.POLICY` (its subcommands have their own docs).
@@ -222,7 +248,7 @@ pub const DUMP_DOC: CommandDoc = CommandDoc {
 /// `RL.POLICY RESTORE payload [MERGE]`
 pub const RESTORE_DOC: CommandDoc = CommandDoc {
     arity: -3,
-    summary: c"Replace every policy with those of a DUMP payload, versions included (MERGE: add or replace only the payload's)",
+    summary: c"Replace every policy with those of a DUMP payload, versions included (MERGE: add or replace only the payload's, as new versions)",
     complexity: c"O(N) where N is the size of the payload",
     args: &[
         arg(c"payload", ArgType::String),
@@ -254,7 +280,8 @@ const HELP: &[&str] = &[
     "DUMP",
     "    Every policy, versions included, as one payload.",
     "RESTORE <payload> [MERGE]",
-    "    Replace every policy with the payload's (MERGE: add or replace only those).",
+    "    Replace every policy with the payload's, versions included (MERGE: add or replace",
+    "    only those, each taking the next version).",
     "HELP",
     "    Print this help.",
 ];
@@ -287,7 +314,9 @@ fn store_error(e: StoreError) -> RlError {
         StoreError::Full(_) => RlError::Conflict(
             "too many policies: ratelimit.max-policies reached (delete one or raise it)",
         ),
-        StoreError::Exhausted => RlError::Overflow,
+        StoreError::Exhausted => {
+            RlError::Conflict("no policy version left: versions stop at 9007199254740991 (2^53-1)")
+        }
     }
 }
 
@@ -323,7 +352,7 @@ impl Run for Set {
         };
         flush_pending(ctx);
         ffi::replicate::replicate_policies(ctx, &payload, true);
-        reply::integer(ctx, i64::try_from(version).unwrap_or(i64::MAX));
+        reply::integer(ctx, version_reply(version)?);
         Ok(())
     }
 }
@@ -393,10 +422,10 @@ impl Run for List {
         if argv.len() != 2 {
             return Err(RlError::Arity);
         }
-        let pairs: Vec<(Vec<u8>, i64)> = store()
+        let pairs = store()
             .iter()
-            .map(|p| (p.name.clone(), i64::try_from(p.version).unwrap_or(i64::MAX)))
-            .collect();
+            .map(|p| Ok((p.name.clone(), version_reply(p.version)?)))
+            .collect::<Result<Vec<(Vec<u8>, i64)>, RlError>>()?;
         if reply::is_resp3(ctx) {
             ctx.reply(Ok(RedisValue::OrderedMap(
                 pairs
@@ -435,11 +464,15 @@ impl Run for Dump {
 }
 
 /// RL.POLICY RESTORE payload \[MERGE\]: the payload judged whole (it decodes, every definition
-/// parses, the result fits `ratelimit.max-policies`) before anything changes. Without MERGE the
-/// server ends with exactly the payload's policies and versions (what copying to every shard
-/// needs: equal `policies_checksum`); with MERGE the payload's policies are added or replace
-/// those of the same names, the others are kept. Replicated from a master or replayed from the
-/// AOF, it is not bounded by `ratelimit.max-policies` (the master accepted it).
+/// parses, the result fits `ratelimit.max-policies`, versions are left to give) before anything
+/// changes. Without MERGE the server ends with exactly the payload's policies and versions
+/// (what copying to every shard needs: equal `policies_checksum`), its counter the larger of
+/// the two; with MERGE the payload's policies are added or replace those of the same names, the
+/// others are kept, and each policy added or changed takes the next version of this server (so
+/// versions keep growing and stay unique; a policy equal to the stored one keeps its version).
+/// Replicated from a master or replayed from the AOF, it is the master's state: not bounded by
+/// `ratelimit.max-policies` nor [`RESTORE_MAX`], and a MERGE keeps the payload's versions (how a
+/// SET propagates). Versions a server gives stop at [`policy::VERSION_MAX`].
 pub struct Restore;
 
 impl Run for Restore {
@@ -455,12 +488,13 @@ impl Run for Restore {
             [_, _, _, other] => return Err(RlError::UnknownOption(quote(other))),
             _ => return Err(RlError::Arity),
         };
-        let max = if ffi::wait::replaying(ctx) {
-            policy::MAX_POLICIES_LIMIT
+        let replaying = ffi::wait::replaying(ctx);
+        let (max, source) = if replaying {
+            (policy::MAX_POLICIES_LIMIT, Source::Saved)
         } else {
-            config::max_policies()
+            (config::max_policies(), Source::Client)
         };
-        let (counter, policies) = parse_payload(payload, max)?;
+        let (counter, policies) = parse_payload(payload, max, source)?;
         let full = {
             let mut s = store();
             if merge {
@@ -470,14 +504,14 @@ impl Run for Restore {
                 {
                     return Err(RlError::PolicyFields(quote(&p.name), quote(other)));
                 }
-                let added = policies.iter().filter(|p| s.get(&p.name).is_none()).count();
-                if s.len().saturating_add(added) > max {
-                    return Err(store_error(StoreError::Full(max)));
+                if replaying {
+                    for p in policies {
+                        s.put(p);
+                    }
+                    s.raise_counter(counter);
+                } else {
+                    s.merge(policies, max).map_err(store_error)?;
                 }
-                for p in policies {
-                    s.put(p);
-                }
-                s.raise_counter(counter);
             } else {
                 let counter = counter.max(s.counter());
                 s.replace_all(counter, policies);
@@ -497,7 +531,7 @@ mod tests {
     use crate::core::fixed_window::{Fixed, FixedParams};
     use crate::core::gcra::{Gcra, GcraParams};
     use crate::core::multi::AnyParams;
-    use crate::core::policy::PolicyStore;
+    use crate::core::policy::{PolicyStore, VERSION_MAX};
 
     fn def(s: &str) -> Result<Definition, String> {
         let items: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();
@@ -593,17 +627,58 @@ mod tests {
         )
         .unwrap();
         // `b`'s arguments do not parse: the whole payload is refused, naming it.
-        let e = parse_payload(&s.dump(), 9).unwrap_err().to_string();
+        let e = parse_payload(&s.dump(), 9, Source::Client)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "ERR invalid policy payload: policy 'b': ERR burst must be a positive integer"
         );
         s.del(b"b");
-        let (counter, policies) = parse_payload(&s.dump(), 9).unwrap();
+        let (counter, policies) = parse_payload(&s.dump(), 9, Source::Client).unwrap();
         assert_eq!((counter, policies.len()), (2, 1));
         assert_eq!(
-            parse_payload(b"RLP", 9).unwrap_err().to_string(),
+            parse_payload(b"RLP", 9, Source::Client)
+                .unwrap_err()
+                .to_string(),
             "ERR invalid policy payload"
+        );
+    }
+
+    #[test]
+    fn a_payload_above_the_version_bound_is_refused_naming_it() {
+        let at = |counter: u64, version: u64| {
+            let p = Policy {
+                name: b"a".to_vec(),
+                version,
+                args: vec![
+                    b"GCRA".to_vec(),
+                    b"1".to_vec(),
+                    b"1".to_vec(),
+                    b"1s".to_vec(),
+                ],
+                def: def("GCRA 1 1 1s").unwrap(),
+                stats: Arc::default(),
+            };
+            policy::encode(counter, std::iter::once(&p))
+        };
+        let client = |b: &[u8]| parse_payload(b, 9, Source::Client).map(|(c, _)| c);
+        let saved = |b: &[u8]| parse_payload(b, 9, Source::Saved).map(|(c, _)| c);
+        assert_eq!(client(&at(RESTORE_MAX, RESTORE_MAX)), Ok(RESTORE_MAX));
+        for (counter, version) in [(RESTORE_MAX + 1, 1), (u64::MAX, u64::MAX)] {
+            assert_eq!(
+                client(&at(counter, version)).unwrap_err().to_string(),
+                "ERR invalid policy payload: its version counter is above 4503599627370496 (2^52)"
+            );
+        }
+        // The server's own state loads whatever an earlier version of the module saved; a
+        // version no reply holds is an error, never a capped number.
+        assert_eq!(saved(&at(RESTORE_MAX + 1, 1)), Ok(RESTORE_MAX + 1));
+        assert_eq!(saved(&at(u64::MAX, u64::MAX)), Ok(u64::MAX));
+        assert_eq!(version_reply(VERSION_MAX), Ok(VERSION_MAX as i64));
+        assert_eq!(
+            version_reply(1 << 63).unwrap_err().to_string(),
+            "ERR a policy version is above 2^63-1, more than a reply can hold"
         );
     }
 }

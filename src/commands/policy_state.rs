@@ -51,9 +51,10 @@ pub fn lookup(name: &[u8]) -> Result<Arc<Policy>, RlError> {
         .ok_or_else(|| RlError::UnknownPolicy(quote(name)))
 }
 
-/// Whether there is any policy.
+/// Whether there is anything to save: a policy or a version counter above 0 (kept when no
+/// policy is left, so a version is never given twice).
 pub fn any() -> bool {
-    !store().is_empty()
+    store().counter() != 0
 }
 
 /// Every policy, in the wire form (an RDB's aux data, `DUMP`).
@@ -84,11 +85,12 @@ fn on_pending_timer(ctx: &Context, (): ()) {
     propagate_all(ctx);
 }
 
-/// Propagate every policy (`RL.POLICY RESTORE <payload>`), if any.
+/// Propagate every policy and the version counter (`RL.POLICY RESTORE <payload>`), unless
+/// there is nothing to keep ([`any`]).
 fn propagate_all(ctx: &Context) {
     let payload = {
         let s = store();
-        if s.is_empty() {
+        if s.counter() == 0 {
             return;
         }
         s.dump()
@@ -113,13 +115,14 @@ pub fn flush_pending(ctx: &Context) {
 
 /// Server events: a load that replaces the dataset (RDB, AOF, a full sync from a master)
 /// starts with no policies (the aux data or the AOF brings them); a fork for an AOF rewrite
-/// propagates every policy, so the new incremental AOF file, opened before the fork, starts
-/// with them (the rewritten base file only has the keys when it has no RDB preamble).
+/// propagates every policy and the counter, so the new incremental AOF file, opened before the
+/// fork, starts with them (the rewritten base file only has the keys when it has no RDB
+/// preamble).
 pub fn server_event(ctx: &Context, event: ffi::events::ServerEvent) {
     match event {
         ffi::events::ServerEvent::LoadStart => store().clear(),
         ffi::events::ServerEvent::ForkBorn => {
-            if !ffi::events::aof_rewrite_in_progress(ctx) || store().is_empty() {
+            if !ffi::events::aof_rewrite_in_progress(ctx) || !any() {
                 return;
             }
             PENDING.store(true, Ordering::Relaxed);

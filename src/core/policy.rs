@@ -5,7 +5,10 @@
 //! and the arguments that defined it (for `GET`, `DUMP`, the RDB and replication, which carry
 //! the definition and re-parse it, so whatever loads a policy validates it). Every change takes
 //! the next number of the store's counter as the policy's version, so a version is never reused,
-//! not even after `DEL` and a new `SET` of the name.
+//! not even after `DEL` and a new `SET` of the name (the counter is saved whenever it is not 0,
+//! also when no policy is left). Versions stay at most [`VERSION_MAX`], and a payload restored
+//! by a client at most [`RESTORE_MAX`], so no `RESTORE` can leave a store without versions to
+//! give.
 //!
 //! The wire form ([`encode`], [`decode`]) is versioned and bounded: a payload that does not
 //! decode, or that breaks a bound, is refused whole.
@@ -29,6 +32,15 @@ pub const ARGS_MAX: usize = 256;
 pub const ARG_MAX: usize = DESC_MAX;
 /// Largest accepted `ratelimit.max-policies`.
 pub const MAX_POLICIES_LIMIT: usize = 1_000_000;
+
+/// The largest version a store gives: 2^53 − 1, the largest integer every client reads exactly
+/// (a JavaScript number, a Lua number in a script, a JSON number), so two versions never look
+/// alike to a client that caches definitions by (name, version).
+pub const VERSION_MAX: u64 = (1 << 53) - 1;
+/// The largest counter (so version) of a payload a client may restore: 2^52, half of
+/// [`VERSION_MAX`], so a restored store still has 2^52 − 1 versions to give (142 years of a
+/// million changes a second): no `RESTORE` can leave `SET` without a version.
+pub const RESTORE_MAX: u64 = 1 << 52;
 
 /// First bytes of every payload.
 const MAGIC: &[u8; 3] = b"RLP";
@@ -163,7 +175,7 @@ pub struct PolicyStore {
 pub enum StoreError {
     /// The store holds `ratelimit.max-policies` policies already.
     Full(usize),
-    /// A version counter at its end (never in practice).
+    /// The counter is at [`VERSION_MAX`] (never in practice: see [`RESTORE_MAX`]).
     Exhausted,
 }
 
@@ -217,7 +229,7 @@ impl PolicyStore {
         if existing.is_none() && self.policies.len() >= max {
             return Err(StoreError::Full(max));
         }
-        let version = self.counter.checked_add(1).ok_or(StoreError::Exhausted)?;
+        let version = self.next_versions(1)?;
         let stats = existing.map(|p| Arc::clone(&p.stats)).unwrap_or_default();
         self.counter = version;
         self.policies.insert(
@@ -233,8 +245,56 @@ impl PolicyStore {
         Ok(version)
     }
 
+    /// The first of `n` (at least 1) versions after the counter, if all of them are at most
+    /// [`VERSION_MAX`].
+    fn next_versions(&self, n: usize) -> Result<u64, StoreError> {
+        let last = self
+            .counter
+            .checked_add(n as u64)
+            .filter(|v| *v <= VERSION_MAX)
+            .ok_or(StoreError::Exhausted)?;
+        Ok(last.saturating_sub(n as u64).saturating_add(1))
+    }
+
+    /// `RESTORE ... MERGE` from a client: add `policies`, or replace those of the same names,
+    /// each policy it adds or changes (other arguments than the stored policy's) taking the
+    /// next version, in the given order; a policy equal to the stored one keeps its version.
+    /// All or nothing: at most `max` policies, enough versions left. The number of policies
+    /// added or changed.
+    ///
+    /// # Errors
+    /// [`StoreError::Full`], [`StoreError::Exhausted`], changing nothing.
+    pub fn merge(&mut self, policies: Vec<Policy>, max: usize) -> Result<usize, StoreError> {
+        let changed: Vec<Policy> = policies
+            .into_iter()
+            .filter(|p| {
+                self.policies
+                    .get(&p.name)
+                    .is_none_or(|old| old.args != p.args)
+            })
+            .collect();
+        let added = changed
+            .iter()
+            .filter(|p| !self.policies.contains_key(&p.name))
+            .count();
+        if added > 0 && self.policies.len().saturating_add(added) > max {
+            return Err(StoreError::Full(max));
+        }
+        if changed.is_empty() {
+            return Ok(0);
+        }
+        let mut version = self.next_versions(changed.len())?;
+        let n = changed.len();
+        for mut p in changed {
+            p.version = version;
+            version = version.saturating_add(1);
+            self.put(p);
+        }
+        Ok(n)
+    }
+
     /// Put `p` (its version given) in the store as it is, the counter raised to its version:
-    /// replication, the AOF and `RESTORE`. Its counters carry over a replaced policy's.
+    /// replication and the AOF. Its counters carry over a replaced policy's.
     pub fn put(&mut self, mut p: Policy) {
         if let Some(old) = self.policies.get(&p.name) {
             p.stats = Arc::clone(&old.stats);
@@ -243,7 +303,7 @@ impl PolicyStore {
         self.policies.insert(p.name.clone(), Arc::new(p));
     }
 
-    /// Raise the counter to `counter` (a merged payload's), never lower it.
+    /// Raise the counter to `counter` (a replicated merge's), never lower it.
     pub fn raise_counter(&mut self, counter: u64) {
         self.counter = self.counter.max(counter);
     }
@@ -484,6 +544,104 @@ mod tests {
         assert_eq!(s.set(b"a", args("GCRA 1 1 1s"), def(1), 10), Ok(4));
         assert_eq!(s.get(b"a").unwrap().version, 4);
         assert_eq!(s.get(b"b").unwrap().version, 2);
+    }
+
+    fn policy(name: &str, version: u64, a: &str) -> Policy {
+        Policy {
+            name: name.as_bytes().to_vec(),
+            version,
+            args: args(a),
+            def: def(1),
+            stats: Arc::default(),
+        }
+    }
+
+    fn versions(s: &PolicyStore) -> Vec<(String, u64)> {
+        s.iter()
+            .map(|p| (String::from_utf8_lossy(&p.name).into_owned(), p.version))
+            .collect()
+    }
+
+    #[test]
+    fn a_merge_gives_each_policy_it_adds_or_changes_the_next_version() {
+        let mut s = PolicyStore::new();
+        for (n, a) in [
+            ("a", "GCRA 1 1 1s"),
+            ("b", "GCRA 2 1 1s"),
+            ("a", "GCRA 3 1 1s"),
+        ] {
+            s.set(n.as_bytes(), args(a), def(1), 10).unwrap();
+        }
+        // A changed `a` carried at version 1 and a new `c` at version 2: the next versions,
+        // never the payload's (a's would go down, c's would repeat b's).
+        let n = s.merge(
+            vec![policy("a", 1, "GCRA 9 1 1s"), policy("c", 2, "GCRA 2 1 1s")],
+            10,
+        );
+        assert_eq!(n, Ok(2));
+        assert_eq!(
+            versions(&s),
+            [("a".into(), 4), ("b".into(), 2), ("c".into(), 5)]
+        );
+        assert_eq!(s.counter(), 5);
+        // A policy equal to the stored one keeps its version; a DEL'd name comes back new.
+        assert!(s.del(b"c"));
+        let n = s.merge(
+            vec![policy("b", 1, "GCRA 2 1 1s"), policy("c", 1, "GCRA 2 1 1s")],
+            10,
+        );
+        assert_eq!(n, Ok(1));
+        assert_eq!(
+            versions(&s),
+            [("a".into(), 4), ("b".into(), 2), ("c".into(), 6)]
+        );
+        // All or nothing: too many names, or too few versions left, change nothing.
+        let before = (versions(&s), s.counter());
+        let e = s.merge(vec![policy("a", 1, "x"), policy("d", 1, "x")], 3);
+        assert_eq!(e, Err(StoreError::Full(3)));
+        s.raise_counter(VERSION_MAX - 1);
+        let e = s.merge(vec![policy("a", 1, "y"), policy("b", 1, "y")], 10);
+        assert_eq!(e, Err(StoreError::Exhausted));
+        assert_eq!(versions(&s), before.0);
+        assert_eq!(s.merge(vec![policy("a", 1, "y")], 10), Ok(1));
+        assert_eq!(s.get(b"a").unwrap().version, VERSION_MAX);
+    }
+
+    #[test]
+    fn versions_stop_at_version_max_and_a_restored_counter_leaves_room() {
+        let mut s = PolicyStore::new();
+        s.raise_counter(VERSION_MAX - 1);
+        assert_eq!(s.set(b"a", args("x"), def(1), 10), Ok(VERSION_MAX));
+        assert_eq!(
+            s.set(b"a", args("y"), def(1), 10),
+            Err(StoreError::Exhausted)
+        );
+        assert_eq!(s.get(b"a").unwrap().args, args("x"));
+        // Exact in a double (every client reads it exactly), and room after RESTORE_MAX.
+        assert_eq!(VERSION_MAX as f64 as u64, VERSION_MAX);
+        assert_eq!(
+            (VERSION_MAX + 1) as f64 as u64,
+            (VERSION_MAX + 2) as f64 as u64
+        );
+        let mut restored = PolicyStore::new();
+        restored.raise_counter(RESTORE_MAX);
+        assert_eq!(restored.next_versions(1 << 51), Ok(RESTORE_MAX + 1));
+    }
+
+    #[test]
+    fn the_counter_alone_is_kept_in_the_wire_form() {
+        let mut s = PolicyStore::new();
+        s.set(b"a", args("x"), def(1), 10).unwrap();
+        assert!(s.del(b"a"));
+        assert!(s.is_empty());
+        assert_eq!(s.dump(), b"RLP\x01\x01\x00");
+        assert_eq!(
+            decode(&s.dump(), 10),
+            Some(Payload {
+                counter: 1,
+                records: vec![]
+            })
+        );
     }
 
     #[test]

@@ -53,10 +53,11 @@ pub struct AuxHooks {
     /// The payload to save.
     pub save: fn() -> Vec<u8>,
     /// Whether there is anything to save (servers with `aux_save2`, Redis 7.2+ and Valkey, then
-    /// write no aux data at all, so an RDB without policies loads where the module is absent).
+    /// write no aux data at all, so an RDB of a server that never had a policy loads where the
+    /// module is absent; Redis 7.0 calls `aux_save`, which always writes).
     pub any: fn() -> bool,
-    /// Replace the state with a saved payload; `false` if it is invalid (the load fails).
-    pub load: fn(&[u8]) -> bool,
+    /// Replace the state with a saved payload; why not if it is invalid (the load fails).
+    pub load: fn(&[u8]) -> Result<(), String>,
 }
 
 static AUX: std::sync::OnceLock<AuxHooks> = std::sync::OnceLock::new();
@@ -87,15 +88,17 @@ unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when
     let Ok(buf) = raw::load_string_buffer(rdb) else {
         return err;
     };
-    match AUX.get() {
-        Some(h) if (h.load)(buf.as_ref()) => raw::REDISMODULE_OK as c_int,
-        _ => {
-            crate::ffi::log::warning(
-                "ratelimit: the RDB's named policies (aux data) are invalid: not loaded",
-            );
-            err
-        }
-    }
+    let why = match AUX.get() {
+        Some(h) => match (h.load)(buf.as_ref()) {
+            Ok(()) => return raw::REDISMODULE_OK as c_int,
+            Err(why) => why,
+        },
+        None => "no hooks".to_string(),
+    };
+    crate::ffi::log::warning(&format!(
+        "ratelimit: the RDB's named policies (aux data) are invalid ({why}): not loaded"
+    ));
+    err
 }
 
 /// The registered type pointer, for type checks and `ModuleTypeSetValue`.

@@ -1051,3 +1051,32 @@ pub fn detailed(
 pub fn digest(c: &mut Conn, key: &str) -> Reply {
     c.cmd(&["DEBUG", "DIGEST-VALUE", key])
 }
+
+// ---------------------------------------------------------------------------------------------
+// Named policies
+// ---------------------------------------------------------------------------------------------
+
+/// `RL.POLICY LIST` as (name, version) pairs, from RESP2's flat array.
+pub fn policy_list(c: &mut Conn) -> Vec<(String, i64)> {
+    let r = c.cmd(&["RL.POLICY", "LIST"]);
+    let items = r
+        .as_array()
+        .unwrap_or_else(|| panic!("LIST: {r:?}"))
+        .to_vec();
+    items
+        .chunks(2)
+        .map(|p| {
+            (
+                p[0].as_str().expect("name"),
+                p[1].as_int().expect("version"),
+            )
+        })
+        .collect()
+}
+
+/// `RL.POLICY SET <def...>`, its version.
+pub fn policy_set(c: &mut Conn, def: &[&str]) -> i64 {
+    let mut call = vec!["RL.POLICY", "SET"];
+    call.extend(def);
+    c.int(&call)
+}

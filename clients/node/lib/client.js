@@ -92,7 +92,8 @@ class RateLimiter {
     return Buffer.isBuffer(reply) ? reply : Buffer.from(String(reply));
   }
   /** RL.POLICY RESTORE payload [MERGE]: replace every policy with the payload's, or with
-   * merge add or replace only the payload's. */
+   * merge add or replace only the payload's, each policy added or changed taking this server's
+   * next version. */
   async policyRestore(payload, opts = {}) {
     await this.send(["RL.POLICY", "RESTORE", payload, ...(opts.merge ? ["MERGE"] : [])]);
   }

@@ -23,6 +23,7 @@ from redis_ratelimit_client import (
     StreamCount,
     ThrottleResult,
     TokenBucket,
+    install_response_callbacks,
 )
 from redis_ratelimit_client.testing import RedisModuleServer
 
@@ -35,18 +36,23 @@ def test_gcra(rl: RateLimiter, now: int) -> None:
     # burst 10, 5 per second: T = 200 ms. One call: TAT = now + T.
     r = rl.gcra("g", 10, 5, "1s", at=now)
     assert five(r) == (1, 10, 9, 0, 200) and r.allowed and r and not r.never
-    assert r.retry_after == timedelta(0) and r.reset_after == timedelta(milliseconds=200)
+    assert r.retry_after == 0 and r.reset_after == 0.2
+    assert r.retry_after_delta == timedelta(0) and r.reset_after_delta == timedelta(
+        milliseconds=200
+    )
     # Nine more: TAT = now + 10 T, nothing remains.
     assert five(rl.gcra("g", 10, 5, "1s", cost=9, at=now)) == (9, 10, 0, 0, 2000)
     # The next waits one emission interval.
     r = rl.gcra("g", 10, 5, "1s", at=now)
     assert five(r) == (0, 10, 0, 200, 2000) and not r.allowed and not r
-    assert r.retry_after == timedelta(milliseconds=200) and r.retry_after_seconds == 0.2
+    assert r.retry_after == 0.2 and r.retry_after_seconds == 0.2
+    assert r.retry_after_delta == timedelta(milliseconds=200)
     assert r.retry_after_header == 1
     # 11 > burst: never. No retry time, no Retry-After.
     r = rl.gcra("g", 10, 5, "1s", cost=11, at=now)
     assert r.never and not r.allowed and r.retry_after_ms == -1
     assert r.retry_after is None and r.retry_after_seconds is None and r.retry_after_header is None
+    assert r.retry_after_delta is None
     # PEEK one emission interval later: granted, charges nothing.
     r = rl.gcra("g", 10, 5, "1s", peek=True, at=now + 200)
     assert five(r) == (1, 10, 0, 0, 2000)
@@ -209,6 +215,9 @@ def test_info(rl: RateLimiter, now: int) -> None:
 
 def test_callbacks_on_the_client_and_pipelines(client: redis.Redis, now: int) -> None:
     RateLimiter(client)
+    # A limiter registers nothing: the client's replies stay raw.
+    assert not isinstance(client.execute_command("RL.GCRA", "other", 10, 5, "1s"), Result)
+    install_response_callbacks(client)
     raw = client.execute_command("RL.GCRA", "raw", 10, 5, "1s", "AT", now)
     assert isinstance(raw, Result) and raw.remaining == 9 and raw.allowed
     # Without the cost hint a granted leaky-bucket call with a queue delay reads as not allowed;

@@ -20,6 +20,7 @@ from redis_ratelimit_client import (
     RateLimiter,
     Result,
     TokenBucket,
+    install_response_callbacks,
 )
 from redis_ratelimit_client.testing import RedisModuleServer
 
@@ -149,7 +150,7 @@ def test_spec_validation() -> None:
 
 
 def test_callbacks_parse_checkall(client: redis.Redis, now: int) -> None:
-    RateLimiter(client)
+    install_response_callbacks(client)
     r = client.execute_command("RL.CHECKALL", 1, "x", "GCRA", 5, 5, "1s", "DETAIL", "AT", now)
     assert isinstance(r, Result) and r.detailed and r.limiters[0].window_ms == 1000
 

@@ -20,8 +20,10 @@ from redis_ratelimit_client.headers import ratelimit_policy, sf_string
 
 def test_the_drafts_examples() -> None:
     # The draft: RateLimit-Policy: "default";q=100;w=10 and RateLimit: "default";r=50;t=30.
+    # t is the effective window: the 30 s until the limiter has more than its 50 (a read-only
+    # check of 51 units says when).
     r = Result(True, 1, 100, 50, 0, 30_000)
-    h = rate_limit_headers(r, Fixed(100, "10s"))
+    h = rate_limit_headers(r, Fixed(100, "10s"), next_unit=Result(False, 0, 100, 50, 30_000, 0))
     assert h == {"RateLimit-Policy": '"default";q=100;w=10', "RateLimit": '"default";r=50;t=30'}
 
 
@@ -42,12 +44,20 @@ def test_retry_after_never_zero_and_absent_when_never() -> None:
 
 def test_readme_example() -> None:
     # RL.GCRA user:42 5 5 10s after five calls, the sixth: retry 2 s, fresh in 10 s.
-    h = rate_limit_headers(Result(False, 0, 5, 0, 2000, 10_000), GCRA(5, 5, "10s"))
+    # The next unit is back in 2 s (the check of 1 unit says so): t=2.
+    h = rate_limit_headers(
+        Result(False, 0, 5, 0, 2000, 10_000),
+        GCRA(5, 5, "10s"),
+        next_unit=Result(False, 0, 5, 0, 2000, 10_000),
+    )
     assert h == {
         "RateLimit-Policy": '"default";q=5;w=10',
-        "RateLimit": '"default";r=0;t=10',
+        "RateLimit": '"default";r=0;t=2',
         "Retry-After": "2",
     }
+    # Without the check t is left out (the draft makes it optional), never guessed.
+    h = rate_limit_headers(Result(False, 0, 5, 0, 2000, 10_000), GCRA(5, 5, "10s"))
+    assert h["RateLimit"] == '"default";r=0' and h["Retry-After"] == "2"
 
 
 def test_several_policies() -> None:
@@ -57,9 +67,9 @@ def test_several_policies() -> None:
         "inflight": Concurrency(5, "30s"),
     }
     assert ratelimit_policy(policies) == '"burst";q=10;w=1, "daily";q=1000;w=86400, "inflight";q=5'
-    # The RateLimit item is the limiter the merged reply's limit belongs to.
-    h = rate_limit_headers(Result(True, 1, 1000, 10, 0, 86_000_000), policies)
-    assert h["RateLimit"] == '"daily";r=10;t=86000'
+    # A merged reply does not say which limiter its numbers are: several need a detailed one.
+    with pytest.raises(ValueError, match="detailed reply"):
+        rate_limit_headers(Result(True, 1, 1000, 10, 0, 86_000_000), policies)
     # w rounds up: 7 units at 3 per second refill in 2.33 s.
     assert ratelimit_policy({"t": TokenBucket(7, 3, "1s")}) == '"t";q=7;w=3'
 
@@ -107,8 +117,8 @@ def test_parse_shapes() -> None:
     }
     r3 = parse_result(m3, 1)
     assert r3.allowed and r3.reason == "granted" and r3.limiters[0].key == "{t}:rpm"
-    h = rate_limit_headers(r, {"rpm": GCRA(60, 60, "1m")})
-    assert h["RateLimit"] == '"rpm";r=0;t=60' and h["Retry-After"] == "1"
+    h = rate_limit_headers(r, {"rpm": GCRA(60, 60, "1m")}, next_unit=r)
+    assert h["RateLimit"] == '"rpm";r=0;t=1' and h["Retry-After"] == "1"
     with pytest.raises(TypeError):
         parse_result([1, 2, 3], 1)
 
@@ -116,7 +126,8 @@ def test_parse_shapes() -> None:
 def test_detailed_result_one_item_per_limiter() -> None:
     # As the draft's example "burst";q=100;w=60,"daily";q=1000;w=86400: one item per named
     # limiter, q its limit, w its window_ms in seconds rounded up (none for a concurrency
-    # limiter), r its remaining, t its reset in seconds rounded up; items joined by ",".
+    # limiter), r its remaining, t its effective window (from the check of remaining + 1 of
+    # each) in seconds rounded up; items joined by ", " (RFC 8941).
     limiters = (
         LimiterDetail("burst", "{u}:b", 1, 1, 100, 50, 0, 30_000, 60_000),
         LimiterDetail("daily", "{u}:d", 1, 1, 1000, 900, 0, 43_199_001, 86_400_000),
@@ -124,16 +135,34 @@ def test_detailed_result_one_item_per_limiter() -> None:
         LimiterDetail("inflight", "{u}:c", 1, 1, 5, 4, 0, 30_000, 0),
     )
     r = Result(True, 1, 9000, 6000, 0, 43_199_001, None, "granted", limiters)
-    h = rate_limit_headers(r, GCRA(1, 1, "1s"))  # the reply alone names the items
+    check = Result(
+        False,
+        0,
+        0,
+        0,
+        1,
+        0,
+        "burst",
+        "limit",
+        (
+            LimiterDetail("burst", "{u}:b", 51, 0, 100, 50, 600, 30_000, 60_000),
+            LimiterDetail("daily", "{u}:d", 901, 0, 1000, 900, 43_199_001, 0, 86_400_000),
+            LimiterDetail("tpm", "{u}:t", 6001, 0, 9000, 6000, 1, 2000, 1500),
+            LimiterDetail("inflight", "{u}:c", 5, 0, 5, 4, 30_000, 30_000, 0),
+        ),
+    )
+    # the reply alone names the items
+    h = rate_limit_headers(r, GCRA(1, 1, "1s"), next_unit=check)
     assert h == {
-        "RateLimit-Policy": '"burst";q=100;w=60,"daily";q=1000;w=86400,"tpm";q=9000;w=2,'
+        "RateLimit-Policy": '"burst";q=100;w=60, "daily";q=1000;w=86400, "tpm";q=9000;w=2, '
         '"inflight";q=5',
-        "RateLimit": '"burst";r=50;t=30,"daily";r=900;t=43200,"tpm";r=6000;t=2,"inflight";r=4;t=30',
+        "RateLimit": '"burst";r=50;t=1, "daily";r=900;t=43200, "tpm";r=6000;t=1, '
+        '"inflight";r=4;t=30',
     }
     # Denied by one of them: Retry-After from the merged reply, never 0.
     denied = Result(False, 0, 100, 0, 1, 30_000, "burst", "limit", limiters[:1])
     assert rate_limit_headers(denied, {}) == {
         "RateLimit-Policy": '"burst";q=100;w=60',
-        "RateLimit": '"burst";r=50;t=30',
+        "RateLimit": '"burst";r=50',
         "Retry-After": "1",
     }

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI
 
 from redis_ratelimit_client import GCRA, AsyncRateLimiter, Fixed, RateLimiter
-from redis_ratelimit_client._http import OnError
+from redis_ratelimit_client._http import FailMode
 from redis_ratelimit_client.asgi import RateLimitMiddleware
 from redis_ratelimit_client.fastapi import RateLimitDependency
 from redis_ratelimit_client.flask import rate_limit
@@ -82,11 +82,8 @@ def test_asgi_middleware(server: RedisModuleServer) -> None:
             status, h = await asgi_get(app, "/", "a")
             assert status == 200 and h["x-app"] == "1"
             assert h["ratelimit-policy"] == '"default";q=5;w=10'
-            # r counts down; t: i units used, fresh in i * 2 s (minus the ms that passed).
-            assert h["ratelimit"] in (
-                f'"default";r={5 - i};t={2 * i}',
-                f'"default";r={5 - i};t={2 * i - 1}',
-            )
+            # r counts down; t: the next unit is back in 2 s (minus the ms that passed).
+            assert h["ratelimit"] in (f'"default";r={5 - i};t=2', f'"default";r={5 - i};t=1')
             assert "retry-after" not in h
         status, h = await asgi_get(app, "/", "a")
         assert (
@@ -94,8 +91,9 @@ def test_asgi_middleware(server: RedisModuleServer) -> None:
         )
         status, h = await asgi_get(app, "/?items=6", "b")
         assert status == 413 and "retry-after" not in h and h["ratelimit"] == '"default";r=5;t=0'
+        assert h["content-type"] == "application/problem+json"
         status, h = await asgi_get(app, "/?items=5", "c")
-        assert status == 200 and h["ratelimit"] == '"default";r=0;t=10'
+        assert status == 200 and h["ratelimit"] in ('"default";r=0;t=2', '"default";r=0;t=1')
         await client.aclose()
 
     asyncio.run(main())
@@ -110,9 +108,10 @@ def test_asgi_several_limits(server: RedisModuleServer) -> None:
         status, h = await asgi_get(app, "/", "m")
         assert status == 200
         assert h["ratelimit-policy"] == '"burst";q=5;w=10, "daily";q=3;w=86400'
-        assert h["ratelimit"].startswith('"daily";r=2;t=')
+        assert h["ratelimit"].startswith(('"burst";r=4;t=2, "daily";r=2;t=', '"burst";r=4;t=1'))
         # One hash tag per client: both keys live in one slot.
-        assert await client.exists("rl:{m}:burst", "rl:{m}:daily") == 2
+        name = app.limit.name
+        assert await client.exists(f"rl:{name}:{{m}}:burst", f"rl:{name}:{{m}}:daily") == 2
         await client.aclose()
 
     asyncio.run(main())
@@ -123,7 +122,10 @@ def test_fastapi_dependency(server: RedisModuleServer) -> None:
         client = aioredis.Redis(host=server.host, port=server.port, protocol=3)
         await client.flushdb()
         dep = RateLimitDependency(
-            AsyncRateLimiter(client), GCRA(2, 2, "10s"), key=lambda r: r.headers["x-api-key"]
+            AsyncRateLimiter(client),
+            GCRA(2, 2, "10s"),
+            key=lambda r: r.headers["x-api-key"],
+            name="fastapi",
         )
         app = FastAPI()
 
@@ -135,9 +137,9 @@ def test_fastapi_dependency(server: RedisModuleServer) -> None:
         s2, _ = await asgi_get(app, "/hello", "f")
         s3, h3 = await asgi_get(app, "/hello", "f")
         assert (s1, s2, s3) == (200, 200, 429)
-        assert (
-            h1["ratelimit-policy"] == '"default";q=2;w=10'
-            and h1["ratelimit"] == '"default";r=1;t=5'
+        assert h1["ratelimit-policy"] == '"fastapi";q=2;w=10' and h1["ratelimit"] in (
+            '"fastapi";r=1;t=5',
+            '"fastapi";r=1;t=4',
         )
         assert h3["retry-after"] in ("4", "5") and "ratelimit" in h3
         await client.aclose()
@@ -149,7 +151,7 @@ def make_flask(limiter: RateLimiter, **kw: Any) -> flask.Flask:
     app = flask.Flask(__name__)
 
     @app.get("/hello")
-    @rate_limit(limiter, GCRA(2, 2, "10s"), key=lambda: flask.request.headers["X-Api-Key"], **kw)
+    @rate_limit(limiter, GCRA(2, 2, "10s"), key=lambda req: req.headers["X-Api-Key"], **kw)
     def view() -> dict[str, bool]:
         return {"ok": True}
 
@@ -165,7 +167,8 @@ def test_flask_decorator(server: RedisModuleServer) -> None:
     r3 = app.get("/hello", headers={"X-Api-Key": "k"})
     assert (r1.status_code, r2.status_code, r3.status_code) == (200, 200, 429)
     assert r1.headers["RateLimit-Policy"] == '"default";q=2;w=10'
-    assert r1.headers["RateLimit"] == '"default";r=1;t=5' and r1.json == {"ok": True}
+    assert r1.headers["RateLimit"] in ('"default";r=1;t=5', '"default";r=1;t=4')
+    assert r1.json == {"ok": True}
     assert r3.headers["Retry-After"] in ("4", "5") and "Retry-After" not in r2.headers
 
 
@@ -176,7 +179,7 @@ def test_flask_detailed_headers(server: RedisModuleServer) -> None:
     limits = {"burst": GCRA(5, 5, "10s"), "daily": Fixed(3, "1d")}
 
     @app.get("/hello")
-    @rate_limit(RateLimiter(client), limits, key=lambda: "d", detail=True)
+    @rate_limit(RateLimiter(client), limits, key=lambda req: "d")
     def view() -> dict[str, bool]:
         return {"ok": True}
 
@@ -185,12 +188,15 @@ def test_flask_detailed_headers(server: RedisModuleServer) -> None:
     r = app.test_client().get("/hello")
     after = -(-(day - int(time.time() * 1000) % day) // 1000)
     assert r.status_code == 200
-    assert r.headers["RateLimit-Policy"] == '"burst";q=5;w=10,"daily";q=3;w=86400'
+    assert r.headers["RateLimit-Policy"] == '"burst";q=5;w=10, "daily";q=3;w=86400'
     # burst: one unit used, back in 2 s; daily: 2 left until the UTC day ends.
     assert r.headers["RateLimit"] in {
-        f'"burst";r=4;t=2,"daily";r=2;t={t}' for t in range(after, before + 1)
+        f'"burst";r=4;t={b},"daily";r=2;t={t}'.replace(",", ", ")
+        for t in range(after, before + 1)
+        for b in (1, 2)
     }
-    assert client.exists("rl:{d}:burst", "rl:{d}:daily") == 2
+    name = "burst.gcra-5-5-10s+daily.fixed-3-1d"
+    assert client.exists(f"rl:{name}:{{d}}:burst", f"rl:{name}:{{d}}:daily") == 2
 
 
 def test_flask_and_asgi_shadow(server: RedisModuleServer) -> None:
@@ -203,15 +209,15 @@ def test_flask_and_asgi_shadow(server: RedisModuleServer) -> None:
     # The third would be denied: let through, no Retry-After, nothing left, fresh in 10 s.
     assert [x.status_code for x in r] == [200, 200, 200]
     assert "Retry-After" not in r[2].headers
-    assert r[2].headers["RateLimit"] in ('"default";r=0;t=10', '"default";r=0;t=9')
+    assert r[2].headers["RateLimit"] in ('"default";r=0;t=5', '"default";r=0;t=4')
     # Charged as enforced: an enforced call is denied.
-    assert not limiter.gcra("sh:k", 2, 2, "10s", peek=True).allowed
+    assert not limiter.gcra("sh:gcra-2-2-10s:k", 2, 2, "10s", peek=True).allowed
 
     async def main() -> None:
         aclient = aioredis.Redis(host=server.host, port=server.port)
         limits = {"burst": GCRA(2, 2, "10s"), "daily": Fixed(1, "1d")}
         app = RateLimitMiddleware(
-            hello, AsyncRateLimiter(aclient), limits, key=api_key, shadow=True, detail=True
+            hello, AsyncRateLimiter(aclient), limits, key=api_key, shadow=True, prefix="sh:"
         )
         await asgi_get(app, "/", "m")
         status, h = await asgi_get(app, "/", "m")
@@ -219,7 +225,7 @@ def test_flask_and_asgi_shadow(server: RedisModuleServer) -> None:
         # keeps the one unit of the first request, back in 5 s).
         assert status == 200 and "retry-after" not in h
         assert h["ratelimit"].startswith(
-            ('"burst";r=1;t=5,"daily";r=0;t=', '"burst";r=1;t=4,"daily";r=0;t=')
+            ('"burst";r=1;t=5, "daily";r=0;t=', '"burst";r=1;t=4, "daily";r=0;t=')
         )
         await aclient.aclose()
 
@@ -231,15 +237,15 @@ def test_asgi_detailed_single_limit(server: RedisModuleServer) -> None:
         client = aioredis.Redis(host=server.host, port=server.port)
         await client.flushdb()
         app = RateLimitMiddleware(
-            hello, AsyncRateLimiter(client), GCRA(2, 2, "10s"), key=api_key, detail=True
+            hello, AsyncRateLimiter(client), GCRA(2, 2, "10s"), key=api_key, name="one"
         )
         s1, h1 = await asgi_get(app, "/", "s")
         await asgi_get(app, "/", "s")
         s3, h3 = await asgi_get(app, "/", "s")
         assert (s1, s3) == (200, 429)
-        assert h1["ratelimit-policy"] == '"default";q=2;w=10'
-        assert h1["ratelimit"] == '"default";r=1;t=5'
-        assert h3["ratelimit"] in ('"default";r=0;t=10', '"default";r=0;t=9')
+        assert h1["ratelimit-policy"] == '"one";q=2;w=10'
+        assert h1["ratelimit"] in ('"one";r=1;t=5', '"one";r=1;t=4')
+        assert h3["ratelimit"] in ('"one";r=0;t=5', '"one";r=0;t=4')
         assert h3["retry-after"] in ("4", "5")
         await client.aclose()
 
@@ -248,7 +254,8 @@ def test_asgi_detailed_single_limit(server: RedisModuleServer) -> None:
 
 # Failing open and closed.
 
-TIMEOUT = 0.3
+TIMEOUT_MS = 300
+TIMEOUT = TIMEOUT_MS / 1000
 
 
 @pytest.fixture
@@ -268,14 +275,14 @@ def dead_port() -> int:
     return free_port()  # nothing listens there
 
 
-@pytest.mark.parametrize("on_error,expected", [("open", 200), ("closed", 503)])
+@pytest.mark.parametrize("fail,expected", [("open", 200), ("closed", 503)])
 @pytest.mark.parametrize("state", ["down", "paused"])
 def test_flask_fails_open_or_closed(
-    on_error: OnError, expected: int, state: str, request: pytest.FixtureRequest
+    fail: FailMode, expected: int, state: str, request: pytest.FixtureRequest
 ) -> None:
     port = dead_port() if state == "down" else request.getfixturevalue("paused").port
     client = redis.Redis(port=port, socket_connect_timeout=5, socket_timeout=5)
-    app = make_flask(RateLimiter(client), on_error=on_error, timeout=TIMEOUT).test_client()
+    app = make_flask(RateLimiter(client), fail=fail, timeout_ms=TIMEOUT_MS).test_client()
     start = time.monotonic()
     r = app.get("/hello", headers={"X-Api-Key": "k"})
     elapsed = time.monotonic() - start
@@ -283,17 +290,17 @@ def test_flask_fails_open_or_closed(
     assert elapsed < TIMEOUT + 0.5, elapsed
 
 
-@pytest.mark.parametrize("on_error,expected", [("open", 200), ("closed", 503)])
+@pytest.mark.parametrize("fail,expected", [("open", 200), ("closed", 503)])
 @pytest.mark.parametrize("state", ["down", "paused"])
 def test_asgi_fails_open_or_closed(
-    on_error: OnError, expected: int, state: str, request: pytest.FixtureRequest
+    fail: FailMode, expected: int, state: str, request: pytest.FixtureRequest
 ) -> None:
     port = dead_port() if state == "down" else request.getfixturevalue("paused").port
 
     async def main() -> tuple[int, dict[str, str], float]:
         client = aioredis.Redis(port=port, socket_connect_timeout=5, socket_timeout=5)
         app = RateLimitMiddleware(
-            hello, AsyncRateLimiter(client), POLICY, on_error=on_error, timeout=TIMEOUT
+            hello, AsyncRateLimiter(client), POLICY, fail=fail, timeout_ms=TIMEOUT_MS
         )
         start = time.monotonic()
         status, h = await asgi_get(app, "/", "k")

@@ -3,9 +3,12 @@ with the module from RL_MODULE and hand out a flushed client."""
 
 from __future__ import annotations
 
-import redis
+import asyncio
 
-from redis_ratelimit_client import RateLimiter
+import redis
+import redis.asyncio
+
+from redis_ratelimit_client import AsyncRateLimiter, RateLimiter
 
 
 def test_ratelimit_redis_fixture(ratelimit_redis: redis.Redis) -> None:
@@ -17,3 +20,20 @@ def test_ratelimit_redis_fixture(ratelimit_redis: redis.Redis) -> None:
 
 def test_ratelimit_redis_is_flushed_between_tests(ratelimit_redis: redis.Redis) -> None:
     assert ratelimit_redis.exists("left", "plugin") == 0
+
+
+def test_ratelimit_async_redis_fixture(ratelimit_async_redis: redis.asyncio.Redis) -> None:
+    async def main() -> tuple[int, int]:
+        size = await ratelimit_async_redis.dbsize()
+        r = await AsyncRateLimiter(ratelimit_async_redis).gcra("plugin-async", 3, 1, "1s")
+        await ratelimit_async_redis.set("left", "behind")
+        return size, r.remaining
+
+    assert asyncio.run(main()) == (0, 2)
+
+
+def test_ratelimit_async_redis_is_flushed(ratelimit_async_redis: redis.asyncio.Redis) -> None:
+    async def main() -> int:
+        return int(await ratelimit_async_redis.exists("left", "plugin-async"))
+
+    assert asyncio.run(main()) == 0

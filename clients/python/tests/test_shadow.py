@@ -54,13 +54,16 @@ def test_shadow_gcra_grants_what_enforcement_denies(rl: RateLimiter, now: int) -
     assert (n.reason, n.denied_by) == ("shadow", "s")
     assert n.limiters == (LimiterDetail("s", "s", 3, 0, 2, 0, -1, 2000, 2000, None),)
     # The RateLimit headers say what the reply says: granted, no Retry-After.
-    assert rate_limit_headers(d, GCRA(2, 1, "1s")) == {
+    # t: the next unit is back in 1 s, as an enforced check of one unit says.
+    check = rl.check("s", GCRA(2, 1, "1s"), at=now, detail=True)
+    assert rate_limit_headers(d, GCRA(2, 1, "1s"), next_unit=check) == {
         "RateLimit-Policy": '"s";q=2;w=2',
-        "RateLimit": '"s";r=0;t=2',
+        "RateLimit": '"s";r=0;t=1',
     }
+    # Without the check, t is left out.
     assert rate_limit_headers(s, GCRA(2, 1, "1s")) == {
         "RateLimit-Policy": '"default";q=2;w=2',
-        "RateLimit": '"default";r=0;t=2',
+        "RateLimit": '"default";r=0',
     }
 
 

@@ -6,9 +6,11 @@ from redis_ratelimit_client import RateLimiter
 rl = RateLimiter(redis.Redis())
 result = rl.gcra("user:42", burst=10, rate=5, period="1s")
 if not result:
-    ...  # result.retry_after (None when never), result.retry_after_header
+    ...  # result.retry_after (seconds, None when never), result.retry_after_header
 """
 
+from ._commands import install_response_callbacks
+from ._http import LimiterTimeoutError, ModuleNotLoadedError, Reserve, client_ip, parse_limit
 from ._limiters import (
     GCRA,
     Calendar,
@@ -51,9 +53,12 @@ __all__ = [
     "Lease",
     "Limiter",
     "LimiterDetail",
+    "LimiterTimeoutError",
+    "ModuleNotLoadedError",
     "PolicyDefinition",
     "RateLimitExceeded",
     "RateLimiter",
+    "Reserve",
     "Result",
     "Sliding",
     "SlidingCounter",
@@ -61,6 +66,9 @@ __all__ = [
     "ThrottleResult",
     "Time",
     "TokenBucket",
+    "client_ip",
     "duration_ms",
+    "install_response_callbacks",
+    "parse_limit",
     "rate_limit_headers",
 ]

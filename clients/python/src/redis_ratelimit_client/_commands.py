@@ -261,7 +261,7 @@ def _wrap(fn: Callable[[Any], Any]) -> Callable[..., Any]:
     return callback
 
 
-#: The response callbacks registered on a redis-py client, as redis-py's module wrappers do.
+#: The module's response callbacks, for :func:`install_response_callbacks`.
 CALLBACKS: dict[str, Callable[..., Any]] = {
     **{name: _result_callback for name in LIMITER_COMMANDS},
     "RL.INFO": _wrap(parse_info),
@@ -351,3 +351,12 @@ def all_args(limiters: Limiters) -> list[Arg]:
     for _, spec in pairs:
         out += spec.spec()
     return out
+
+
+def install_response_callbacks(client: Any) -> None:
+    """Register the module's reply parsers on ``client`` (a redis-py client of your own), as
+    redis-py's module wrappers do: ``client.execute_command("RL.GCRA", ...)`` and pipelines then
+    return typed results (pass ``rl_cost=n`` to say what was asked). This changes what the
+    client returns for those commands everywhere it is used; :class:`RateLimiter` never does it."""
+    for name, callback in CALLBACKS.items():
+        client.set_response_callback(name, callback)

@@ -67,23 +67,36 @@ class Result:
         return self.retry_after_ms == -1
 
     @property
-    def retry_after(self) -> timedelta | None:
-        """How long until the same request would be granted; ``None`` when it never can."""
-        return None if self.never else timedelta(milliseconds=self.retry_after_ms)
-
-    @property
-    def retry_after_seconds(self) -> float | None:
-        """``retry_after`` in seconds (a float); ``None`` when the request never can pass."""
+    def retry_after(self) -> float | None:
+        """Seconds (a float) until the same request would be granted; ``None`` when it never
+        can. The same number as the Node package's ``retryAfter``; ``retry_after_ms`` is the
+        integer of the reply."""
         return None if self.never else self.retry_after_ms / 1000
 
     @property
-    def reset_after(self) -> timedelta:
-        """How long until the limiter is back to its fresh state."""
-        return timedelta(milliseconds=self.reset_after_ms)
+    def retry_after_seconds(self) -> float | None:
+        """The same as :attr:`retry_after`."""
+        return self.retry_after
+
+    @property
+    def retry_after_delta(self) -> timedelta | None:
+        """:attr:`retry_after` as a :class:`datetime.timedelta`; ``None`` when never."""
+        return None if self.never else timedelta(milliseconds=self.retry_after_ms)
+
+    @property
+    def reset_after(self) -> float:
+        """Seconds (a float) until the limiter is back to its fresh state (Node's
+        ``resetAfter``)."""
+        return self.reset_after_ms / 1000
 
     @property
     def reset_after_seconds(self) -> float:
-        return self.reset_after_ms / 1000
+        """The same as :attr:`reset_after`."""
+        return self.reset_after
+
+    @property
+    def reset_after_delta(self) -> timedelta:
+        return timedelta(milliseconds=self.reset_after_ms)
 
     @property
     def retry_after_header(self) -> int | None:

@@ -57,9 +57,8 @@ class AsyncRateLimiter:
     """The module's commands on a redis-py client, with typed results.
 
     ``client`` is a ``redis.asyncio.Redis`` (RESP2 or RESP3, ``decode_responses`` either way)
-    or a ``redis.asyncio.RedisCluster``. The module's response callbacks are registered on it, as
-    redis-py's own module wrappers do, so ``await client.execute_command("RL.GCRA", ...)`` and
-    pipelines return typed results too.
+    or a ``redis.asyncio.RedisCluster``. Each reply is parsed by the method that asked for it:
+    the client is left as it was (see :func:`install_response_callbacks`).
 
     The limiter methods, :meth:`all`, :meth:`check`, :meth:`check_all` and :meth:`acquire` take
     ``shadow=True`` (``SHADOW``): the call is evaluated and charged as an enforced one (a call
@@ -69,8 +68,6 @@ class AsyncRateLimiter:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        for name, callback in c.CALLBACKS.items():
-            client.set_response_callback(name, callback)
 
     async def _result(self, args: list[c.Arg], cost: int | None) -> Result:
         reply = await self.client.execute_command(*args, **{c.COST_HINT: cost})
@@ -411,7 +408,8 @@ class AsyncRateLimiter:
 
     async def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
         """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
-        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        (versions included), or with ``merge=True`` add or replace only the payload's, each
+        policy added or changed taking this server's next version."""
         await self.client.execute_command(
             "RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else [])
         )

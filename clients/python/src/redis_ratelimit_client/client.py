@@ -56,9 +56,10 @@ class RateLimiter:
     """The module's commands on a redis-py client, with typed results.
 
     ``client`` is a ``redis.Redis`` (RESP2 or RESP3, ``decode_responses`` either way) or a
-    ``redis.RedisCluster``. The module's response callbacks are registered on it, as redis-py's
-    own module wrappers do, so ``client.execute_command("RL.GCRA", ...)`` and pipelines return
-    typed results too.
+    ``redis.RedisCluster``. Each reply is parsed by the method that asked for it: the client is
+    left as it was (nothing registered on it, so its other users see the replies they always
+    saw). :func:`install_response_callbacks` registers the parsers on a client of your own for
+    typed results from ``execute_command`` and pipelines.
 
     The limiter methods, :meth:`all`, :meth:`check`, :meth:`check_all` and :meth:`acquire` take
     ``shadow=True`` (``SHADOW``): the call is evaluated and charged as an enforced one (a call
@@ -68,8 +69,6 @@ class RateLimiter:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        for name, callback in c.CALLBACKS.items():
-            client.set_response_callback(name, callback)
 
     def _result(self, args: list[c.Arg], cost: int | None) -> Result:
         reply = self.client.execute_command(*args, **{c.COST_HINT: cost})
@@ -408,7 +407,8 @@ class RateLimiter:
 
     def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
         """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
-        (versions included), or with ``merge=True`` add or replace only the payload's."""
+        (versions included), or with ``merge=True`` add or replace only the payload's, each
+        policy added or changed taking this server's next version."""
         self.client.execute_command("RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else []))
 
     def refund(

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from ._limiters import Limiter
-from ._types import Result, ceil_seconds
+from ._types import LimiterDetail, Result, ceil_seconds
 
 Policies = Mapping[str, Limiter]
 
@@ -25,9 +25,9 @@ def policy_item(name: str, quota: int, window_s: int | None) -> str:
     return item + (f";w={window_s}" if window_s else "")
 
 
-def limit_item(name: str, remaining: int, reset_s: int) -> str:
-    """One item of ``RateLimit``: ``"name";r=remaining;t=reset``."""
-    return f"{sf_string(name)};r={max(remaining, 0)};t={max(reset_s, 0)}"
+def limit_item(name: str, remaining: int, t: int | None) -> str:
+    """One item of ``RateLimit``: ``"name";r=remaining;t=window`` (``t`` left out when None)."""
+    return _item(name, remaining, t)
 
 
 def ratelimit_policy(policies: Policies) -> str:
@@ -39,45 +39,76 @@ def ratelimit_policy(policies: Policies) -> str:
     )
 
 
-def _binding(result: Result, names: Iterable[tuple[str, Limiter]]) -> str:
-    pairs = list(names)
-    for name, spec in pairs:
-        if spec.quota == result.limit:
-            return name
-    return pairs[0][0] if pairs else "default"
-
-
 def detailed_policy(result: Result) -> str:
     """The ``RateLimit-Policy`` field value of a detailed reply: one item per limiter, named as
     the reply names it (``NAME``, else its key), ``q`` its limit and ``w`` its ``window_ms`` in
-    whole seconds rounded up (omitted for a concurrency limiter), items joined by ``,`` as in the
-    draft's examples (``"burst";q=100;w=60,"daily";q=1000;w=86400``)."""
-    return ",".join(
+    whole seconds rounded up (omitted for a concurrency limiter)."""
+    return ", ".join(
         policy_item(d.name, d.limit, ceil_seconds(d.window_ms)) for d in result.limiters
     )
 
 
-def ratelimit(result: Result, policies: Policies) -> str:
-    """The ``RateLimit`` field value. With a detailed reply, one item per limiter (named as the
-    reply names them: ``"burst";r=50;t=30,"daily";r=900;t=43200``); otherwise one item for the
-    limiter the reply's ``limit`` belongs to (the one closest to limiting, for RL.ALL)."""
+def effective_window(remaining: int, limit: int, next_unit: Result | None) -> int | None:
+    """``t`` of draft-11 (the effective window): whole seconds (rounded up) within which the
+    client can use no more than ``remaining``, i.e. until the limiter has one unit more than it
+    has left. 0 when nothing is used; else from ``next_unit``, the reply of a read-only check
+    of ``remaining + 1`` units (``rl.check(key, spec, cost=result.remaining + 1)``); None
+    (``t`` left out, as the draft allows) without it."""
+    if remaining >= limit:
+        return 0
+    if next_unit is None:
+        return None
+    return ceil_seconds(next_unit.retry_after_ms) if next_unit.retry_after_ms >= 0 else 0
+
+
+def _t_of(d: LimiterDetail, wait: LimiterDetail | None) -> int | None:
+    one = Result(True, 0, 0, 0, wait.retry_after_ms, 0) if wait is not None else None
+    return effective_window(d.remaining, d.limit, one)
+
+
+def _item(name: str, remaining: int, t: int | None) -> str:
+    return f"{sf_string(name)};r={max(remaining, 0)}" + ("" if t is None else f";t={t}")
+
+
+def ratelimit(result: Result, policies: Policies, next_unit: Result | None = None) -> str:
+    """The ``RateLimit`` field value: one item per limiter of a detailed reply
+    (``"burst";r=50;t=2, "daily";r=900;t=43200``; ``next_unit`` a detailed RL.CHECKALL with each
+    limiter's ``CHARGE`` its remaining + 1), or the one item of a single limiter."""
     if result.limiters:
-        return ",".join(
-            limit_item(d.name, d.remaining, ceil_seconds(d.reset_after_ms)) for d in result.limiters
+        waits = {d.name: d for d in (next_unit.limiters if next_unit is not None else ())}
+        return ", ".join(
+            _item(d.name, d.remaining, _t_of(d, waits.get(d.name))) for d in result.limiters
         )
-    name = _binding(result, policies.items())
-    return limit_item(name, result.remaining, ceil_seconds(result.reset_after_ms))
+    if len(policies) != 1:
+        raise ValueError("several limits need a detailed reply (detail=True) to be named")
+    (name,) = policies
+    return _item(
+        name, result.remaining, effective_window(result.remaining, result.limit, next_unit)
+    )
 
 
-def rate_limit_headers(result: Result, policies: Policies | Limiter) -> dict[str, str]:
-    """``RateLimit-Policy`` and ``RateLimit`` for ``result``, and ``Retry-After`` (whole seconds
-    rounded up, never 0) when it was denied and can be retried; no ``Retry-After`` when it can
-    never pass (``never``). A single limiter is named ``default``. A detailed result (``DETAIL``)
-    gives one item per limiter of the reply, from the reply alone (``policies`` unused)."""
+def rate_limit_headers(
+    result: Result, policies: Policies | Limiter, *, next_unit: Result | None = None
+) -> dict[str, str]:
+    """``RateLimit-Policy`` and ``RateLimit`` (draft-ietf-httpapi-ratelimit-headers-11) for
+    ``result``, and ``Retry-After`` (whole seconds rounded up, never 0, never before the end of
+    the effective window ``t``) when it was denied and can be retried; no ``Retry-After`` when
+    it can never pass (``never``). A single limiter is named ``default``. Several limiters need
+    a detailed result (``detail=True``), named by the reply. ``t`` needs ``next_unit`` (see
+    :func:`effective_window`) unless nothing is used; the HTTP integrations make that check
+    themselves."""
     named: Policies = {"default": policies} if isinstance(policies, Limiter) else policies
     policy = detailed_policy(result) if result.limiters else ratelimit_policy(named)
-    out = {"RateLimit-Policy": policy, "RateLimit": ratelimit(result, named)}
+    field = ratelimit(result, named, next_unit)
+    out = {"RateLimit-Policy": policy, "RateLimit": field}
     retry = result.retry_after_header
     if retry is not None:
-        out["Retry-After"] = str(retry)
+        # Never before the end of the effective window of a limiter that denied the call.
+        if result.limiters:
+            waits = {d.name: d for d in (next_unit.limiters if next_unit is not None else ())}
+            ts = [_t_of(d, waits.get(d.name)) for d in result.limiters if d.retry_after_ms != 0]
+        else:
+            ts = [effective_window(result.remaining, result.limit, next_unit)]
+        ts_known = [t for t in ts if t is not None]
+        out["Retry-After"] = str(max([retry, *ts_known]))
     return out

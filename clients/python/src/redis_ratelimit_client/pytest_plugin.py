@@ -2,16 +2,22 @@
 
 - ``ratelimit_server``: a :class:`~redis_ratelimit_client.testing.RedisModuleServer`, one per
   test session, with the module of ``--ratelimit-module`` or ``RL_MODULE``;
-- ``ratelimit_redis``: a ``redis.Redis`` on it, its database flushed before each test.
+- ``ratelimit_redis``: a ``redis.Redis`` on it, its database flushed before each test;
+- ``ratelimit_async_redis``: a ``redis.asyncio.Redis`` on it, its database flushed before each
+  test, for tests that run their own event loop (``asyncio.run``, anyio): its connections are
+  opened in that loop, and closed after the test.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import Iterator
 
 import pytest
 import redis
+import redis.asyncio
 
 from .testing import RedisModuleServer
 
@@ -42,3 +48,15 @@ def ratelimit_redis(ratelimit_server: RedisModuleServer) -> Iterator[redis.Redis
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def ratelimit_async_redis(ratelimit_server: RedisModuleServer) -> Iterator[redis.asyncio.Redis]:
+    """A ``redis.asyncio.Redis`` on ``ratelimit_server``, its database flushed first."""
+    with redis.Redis(host=ratelimit_server.host, port=ratelimit_server.port) as sync:
+        sync.flushdb()
+    client = redis.asyncio.Redis(host=ratelimit_server.host, port=ratelimit_server.port)
+    yield client
+    # Its connections belong to the test's loop, gone by now: drop them without awaiting.
+    with contextlib.suppress(Exception):
+        asyncio.run(client.connection_pool.disconnect(inuse_connections=True))
