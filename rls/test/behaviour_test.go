@@ -175,7 +175,16 @@ func TestRedisDown(t *testing.T) {
 		modes[m] = startOurs(t, r, root, "FAILURE_MODE="+m, "REDIS_TIMEOUT=300ms")
 		call(t, modes[m], "internal", D("azure", "x"))
 	}
+	checked := startOurs(t, r, root, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true", "REDIS_TIMEOUT=300ms")
 	r.proc.stop()
+	waitFor(t, "/healthcheck to fail with Redis down", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthcheck", checked.HTTPPort))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusInternalServerError
+	})
 	for m, s := range modes {
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -288,6 +288,24 @@ func main() {
 			fatal("http server", "error", err)
 		}
 	}()
+	if envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
+		// /healthcheck fails while Redis does not answer a PING (checked every second).
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				pctx, cancel := context.WithTimeout(ctx, timeout)
+				err := st.Ping(pctx)
+				cancel()
+				hc.SetRedisDown(err != nil)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
 	if envBool("USE_PROMETHEUS", false) {
 		// envoyproxy/ratelimit's separate Prometheus listener; /metrics on the HTTP port stays.
 		mux := http.NewServeMux()

@@ -16,9 +16,14 @@ import (
 
 // Health is the service's health: OK once a configuration is loaded, failing while it shuts down.
 type Health struct {
-	ready    atomic.Bool
-	stopping atomic.Bool
+	ready     atomic.Bool
+	stopping  atomic.Bool
+	redisDown atomic.Bool
 }
+
+// SetRedisDown records whether the Redis health check fails
+// (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION).
+func (h *Health) SetRedisDown(down bool) { h.redisDown.Store(down) }
 
 // SetReady marks a configuration as loaded.
 func (h *Health) SetReady() { h.ready.Store(true) }
@@ -27,7 +32,7 @@ func (h *Health) SetReady() { h.ready.Store(true) }
 func (h *Health) Stop() { h.stopping.Store(true) }
 
 // OK tells whether the service should receive traffic.
-func (h *Health) OK() bool { return h.ready.Load() && !h.stopping.Load() }
+func (h *Health) OK() bool { return h.ready.Load() && !h.stopping.Load() && !h.redisDown.Load() }
 
 // Handler serves /healthcheck, /json (a RateLimitRequest as JSON in, the response as JSON out:
 // 200, or 429 when over the limit) and /metrics.
