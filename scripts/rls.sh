@@ -70,7 +70,7 @@ fi
 upstream="$RL_CACHE/envoy-ratelimit/$UPSTREAM_VERSION/service_cmd"
 if [ ! -x "$upstream" ]; then
   say "building envoyproxy/ratelimit $UPSTREAM_VERSION from the Go module proxy into $(dirname "$upstream")"
-  (cd /tmp && GOBIN="$(dirname "$upstream")" GOFLAGS=-mod=mod \
+  (cd /tmp && GOBIN="$(dirname "$upstream")" \
     go install "github.com/envoyproxy/ratelimit/src/service_cmd@$UPSTREAM_VERSION") ||
     die "go install github.com/envoyproxy/ratelimit/src/service_cmd@$UPSTREAM_VERSION failed"
 fi
