@@ -3,7 +3,7 @@
 # against envoyproxy/ratelimit itself, installing what is missing first and saying what:
 #
 #   Go:        `go` on PATH at version GO_MIN or newer; when missing or older, Go GO_VERSION from
-#              the Go module proxy (the module golang.org/toolchain) into $RL_CACHE/go
+#              the Go module proxy (the module golang.org/toolchain) into $RL_CACHE/go-toolchain
 #   staticcheck STATICCHECK_VERSION, with `go install` from the Go module proxy into $RL_CACHE/go-tools
 #   envoyproxy/ratelimit at UPSTREAM_VERSION, with `go install .../src/service_cmd@UPSTREAM_VERSION`
 #              from the Go module proxy into $RL_CACHE/envoy-ratelimit/UPSTREAM_VERSION
@@ -38,11 +38,11 @@ go_ok() {
   [ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -1)" = "$GO_MIN" ]
 }
 
-if ! go_ok && [ -x "$RL_CACHE/go/bin/go" ]; then
-  export PATH="$RL_CACHE/go/bin:$PATH"
+if ! go_ok && [ -x "$RL_CACHE/go-toolchain/bin/go" ]; then
+  export PATH="$RL_CACHE/go-toolchain/bin:$PATH"
 fi
 if ! go_ok; then
-  say "installing Go $GO_VERSION from the Go module proxy (golang.org/toolchain) into $RL_CACHE/go"
+  say "installing Go $GO_VERSION from the Go module proxy (golang.org/toolchain) into $RL_CACHE/go-toolchain"
   command -v curl >/dev/null 2>&1 || die "curl is needed to fetch Go (apt-get install curl)"
   tmp=$(mktemp -d)
   zip="$tmp/go.zip"
@@ -50,13 +50,13 @@ if ! go_ok; then
     "$GOPROXY_URL/golang.org/toolchain/@v/v0.0.1-go$GO_VERSION.linux-$(dpkg --print-architecture 2>/dev/null || echo amd64).zip" ||
     die "could not download Go $GO_VERSION from $GOPROXY_URL"
   python3 -m zipfile -e "$zip" "$tmp/x" || die "could not unpack Go"
-  rm -rf "$RL_CACHE/go"
+  rm -rf "$RL_CACHE/go-toolchain"
   mkdir -p "$RL_CACHE"
-  mv "$tmp"/x/golang.org/toolchain@*/ "$RL_CACHE/go"
-  chmod -R +x "$RL_CACHE/go/bin" "$RL_CACHE/go/pkg/tool"
+  mv "$tmp"/x/golang.org/toolchain@*/ "$RL_CACHE/go-toolchain"
+  chmod -R +x "$RL_CACHE/go-toolchain/bin" "$RL_CACHE/go-toolchain/pkg/tool"
   rm -rf "$tmp"
-  export PATH="$RL_CACHE/go/bin:$PATH"
-  go_ok || die "Go from $RL_CACHE/go does not run"
+  export PATH="$RL_CACHE/go-toolchain/bin:$PATH"
+  go_ok || die "Go from $RL_CACHE/go-toolchain does not run"
 fi
 say "$(go version)"
 

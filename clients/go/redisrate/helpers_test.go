@@ -1,0 +1,5 @@
+package redis_rate
+
+import "context"
+
+var ctx = context.Background()
