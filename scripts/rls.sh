@@ -7,7 +7,8 @@
 #   staticcheck STATICCHECK_VERSION, with `go install` from the Go module proxy into $RL_CACHE/go-tools
 #   envoyproxy/ratelimit at UPSTREAM_VERSION, with `go install .../src/service_cmd@UPSTREAM_VERSION`
 #              from the Go module proxy into $RL_CACHE/envoy-ratelimit/UPSTREAM_VERSION
-#   Go modules of rls/go.mod (go-redis, grpc, go-control-plane's envoy protos, yaml.v3), by go itself
+#   Go modules of rls/go.mod (go-redis, grpc, go-control-plane's envoy protos and xDS server,
+#              yaml.v3), by go itself; the project's Go client from clients/go (a replace directive)
 #
 # Then: gofmt, go vet, staticcheck, and `go test` of rls/ (unit tests; side-by-side tests of both
 # services on one redis-server with the module; a load run of RLS_LOAD_SECONDS (3) per service at

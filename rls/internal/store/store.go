@@ -1,7 +1,7 @@
 // Package store holds every Redis call of the service: RL.ALL (with NAME, CHARGE, DETAIL, SHADOW,
-// PEEK, DEDUP and HOLD), RL.SETTLE and RL.REFUND, sent through a go-redis UniversalClient
-// (standalone, Sentinel or Cluster). Nothing else in the service talks to Redis, so moving to
-// another client changes this file only.
+// PEEK, DEDUP and HOLD), RL.SETTLE and RL.REFUND, made with the project's Go client
+// (github.com/redis-ratelimit/redis-ratelimit/clients/go) over a go-redis UniversalClient
+// (standalone, Sentinel or Cluster). Nothing else in the service talks to Redis.
 package store
 
 import (
@@ -10,8 +10,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +41,8 @@ func (r Reply) Denies() bool { return r.RetryAfterMs != 0 }
 
 // Store sends the module's commands.
 type Store struct {
-	c redis.UniversalClient
+	rdb redis.UniversalClient
+	c   *ratelimit.Client
 	// bySlot groups limiters by hash slot (set for Redis Cluster; tests set it on a standalone
 	// server to run the cross-slot path).
 	bySlot  bool
@@ -51,97 +55,65 @@ func New(c redis.UniversalClient, cluster bool, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Second
 	}
-	return &Store{c: c, bySlot: cluster, holdTTL: holdTTL}
+	return &Store{rdb: c, c: ratelimit.New(c), bySlot: cluster, holdTTL: holdTTL}
 }
 
 // Ping checks the connection.
-func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx).Err() }
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
 // Close closes the client.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error { return s.rdb.Close() }
 
-func rlAll(ctx context.Context, ls []Limiter, opts ...string) *redis.Cmd {
-	args := make([]any, 0, 2+len(ls)*8+len(opts))
-	args = append(args, "RL.ALL", len(ls))
-	for _, l := range ls {
-		args = append(args, l.Key)
+// words is a limiter already written as RL.ALL takes it, for the client's Limiter interface.
+type words struct {
+	w      []string
+	charge uint64
+	name   string
+}
+
+func (l words) Command() string               { return "RL." + l.w[0] }
+func (l words) Word() string                  { return l.w[0] }
+func (l words) Quota() int64                  { return 0 }
+func (l words) WindowDuration() time.Duration { return 0 }
+func (l words) ID() string                    { return strings.Join(l.w, "-") }
+func (l words) Params() ([]any, error) {
+	out := make([]any, 0, len(l.w))
+	for _, a := range l.w[1:] {
+		out = append(out, a)
 	}
+	return out, nil
+}
+func (l words) Spec() ([]any, error) {
+	out := make([]any, 0, len(l.w)+4)
+	for _, a := range l.w {
+		out = append(out, a)
+	}
+	return append(out, "NAME", l.name, "CHARGE", l.charge), nil
+}
+
+func (s *Store) all(ctx context.Context, ls []Limiter, opts ...ratelimit.Option) (bool, []Reply, error) {
+	specs := make([]ratelimit.Spec, len(ls))
 	for i, l := range ls {
-		for _, a := range l.Spec {
-			args = append(args, a)
-		}
-		args = append(args, "NAME", fmt.Sprintf("d%d", i), "CHARGE", l.Cost)
+		specs[i] = ratelimit.Spec{Key: l.Key, Limiter: words{w: l.Spec, charge: l.Cost, name: fmt.Sprintf("d%d", i)}}
 	}
-	for _, o := range opts {
-		args = append(args, o)
+	r, err := s.c.All(ctx, specs, append(opts, ratelimit.Detail())...)
+	if err != nil {
+		return false, nil, err
 	}
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(2)
-	return cmd
-}
-
-func toInt(v any) (int64, error) {
-	switch x := v.(type) {
-	case int64:
-		return x, nil
-	case nil:
-		return 0, nil
+	if len(r.Limiters) != len(ls) {
+		return false, nil, fmt.Errorf("RL.ALL replied %d limiters for %d", len(r.Limiters), len(ls))
 	}
-	return 0, fmt.Errorf("unexpected reply element %T", v)
-}
-
-// parseDetail reads RL.ALL's RESP2 detailed reply: [granted limit remaining retry reset denied_by
-// reason [[name key cost granted limit remaining retry reset window policy] ...]].
-func parseDetail(v any, n int) (granted bool, out []Reply, err error) {
-	top, ok := v.([]any)
-	if !ok || len(top) != 8 {
-		return false, nil, fmt.Errorf("unexpected RL.ALL reply %v", v)
+	out := make([]Reply, len(ls))
+	for i, d := range r.Limiters {
+		out[i] = Reply{Granted: d.Granted, Limit: d.Limit, Remaining: d.Remaining, RetryAfterMs: d.RetryAfterMs, ResetAfterMs: d.ResetAfterMs}
 	}
-	reason, _ := top[6].(string)
-	ls, ok := top[7].([]any)
-	if !ok || len(ls) != n {
-		return false, nil, fmt.Errorf("unexpected RL.ALL limiter list %v", top[7])
-	}
-	out = make([]Reply, n)
-	for i, e := range ls {
-		f, ok := e.([]any)
-		if !ok || len(f) < 9 {
-			return false, nil, fmt.Errorf("unexpected RL.ALL limiter entry %v", e)
-		}
-		var vals [5]int64
-		for j := 0; j < 5; j++ {
-			if vals[j], err = toInt(f[3+j]); err != nil {
-				return false, nil, err
-			}
-		}
-		out[i] = Reply{Granted: vals[0], Limit: vals[1], Remaining: vals[2], RetryAfterMs: vals[3], ResetAfterMs: vals[4]}
-	}
-	return reason == "granted" || reason == "shadow", out, nil
-}
-
-func parseLimiterReply(v any) (Reply, error) {
-	if v == nil {
-		return Reply{Missing: true}, nil
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
-		return Reply{}, fmt.Errorf("unexpected limiter reply %v", v)
-	}
-	var vals [5]int64
-	for j := range vals {
-		x, err := toInt(a[j])
-		if err != nil {
-			return Reply{}, err
-		}
-		vals[j] = x
-	}
-	return Reply{Granted: vals[0], Limit: vals[1], Remaining: vals[2], RetryAfterMs: vals[3], ResetAfterMs: vals[4]}, nil
+	return r.Reason == "granted" || r.Reason == "shadow", out, nil
 }
 
 // Slot is the Redis Cluster hash slot of a key (CRC16 of the key or of its {hash tag}).
 func Slot(key string) int {
-	if s := indexByte(key, '{'); s >= 0 {
-		if e := indexByte(key[s+1:], '}'); e > 0 {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
 			key = key[s+1 : s+1+e]
 		}
 	}
@@ -159,15 +131,6 @@ func Slot(key string) int {
 	return int(crc) % 16384
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
 // Charge evaluates the limiters all or nothing: every limiter is charged its cost only if every
 // one grants. With shadow, a call that enforcement would deny is let through and charges nothing
 // (the module's SHADOW). The replies are in the order of ls.
@@ -181,9 +144,9 @@ func (s *Store) Charge(ctx context.Context, ls []Limiter, shadow bool) (bool, []
 	if len(ls) == 0 {
 		return true, nil, nil
 	}
-	opts := []string{"DETAIL"}
+	var opts []ratelimit.Option
 	if shadow {
-		opts = append(opts, "SHADOW")
+		opts = append(opts, ratelimit.Shadow())
 	}
 	groups := [][]int{}
 	if s.bySlot {
@@ -198,21 +161,9 @@ func (s *Store) Charge(ctx context.Context, ls []Limiter, shadow bool) (bool, []
 			}
 			groups[g] = append(groups[g], i)
 		}
-	} else {
-		all := make([]int, len(ls))
-		for i := range all {
-			all[i] = i
-		}
-		groups = append(groups, all)
 	}
-	if len(groups) == 1 {
-		cmd := rlAll(ctx, ls, opts...)
-		_ = s.c.Process(ctx, cmd)
-		v, err := cmd.Result()
-		if err != nil {
-			return false, nil, err
-		}
-		return parseDetail(v, len(ls))
+	if len(groups) <= 1 {
+		return s.all(ctx, ls, opts...)
 	}
 	return s.chargeSlots(ctx, ls, groups, opts)
 }
@@ -223,78 +174,66 @@ func requestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s *Store) chargeSlots(ctx context.Context, ls []Limiter, groups [][]int, opts []string) (bool, []Reply, error) {
+// parallel runs f(i) for i < n at once and waits.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); f(i) }(i)
+	}
+	wg.Wait()
+}
+
+func (s *Store) chargeSlots(ctx context.Context, ls []Limiter, groups [][]int, opts []ratelimit.Option) (bool, []Reply, error) {
 	id := requestID()
-	hold := fmt.Sprintf("%dms", s.holdTTL.Milliseconds())
-	opts = append(opts, "DEDUP", id, "HOLD", hold)
+	opts = append(opts, ratelimit.Dedup(id), ratelimit.Hold(s.holdTTL))
 	sub := make([][]Limiter, len(groups))
-	cmds := make([]*redis.Cmd, len(groups))
-	pipe := s.c.Pipeline()
 	for g, idx := range groups {
 		for _, i := range idx {
 			sub[g] = append(sub[g], ls[i])
 		}
-		cmds[g] = rlAll(ctx, sub[g], opts...)
-		_ = pipe.Process(ctx, cmds[g])
 	}
-	_, _ = pipe.Exec(ctx)
+	oks := make([]bool, len(groups))
+	rss := make([][]Reply, len(groups))
+	errs := make([]error, len(groups))
+	parallel(len(groups), func(g int) { oks[g], rss[g], errs[g] = s.all(ctx, sub[g], opts...) })
 	out := make([]Reply, len(ls))
 	allGranted := true
-	held := make([]bool, len(groups))
 	var firstErr error
 	for g, idx := range groups {
-		v, err := cmds[g].Result()
-		if err != nil {
-			firstErr = errors.Join(firstErr, err)
+		if errs[g] != nil {
+			firstErr = errors.Join(firstErr, errs[g])
 			allGranted = false
 			continue
 		}
-		ok, rs, err := parseDetail(v, len(idx))
-		if err != nil {
-			firstErr = errors.Join(firstErr, err)
-			allGranted = false
-			continue
-		}
-		held[g] = ok
-		if !ok {
+		if !oks[g] {
 			allGranted = false
 		}
 		for j, i := range idx {
-			out[i] = rs[j]
+			out[i] = rss[g][j]
 		}
 	}
 	// Settle: the held units are charged when every slot granted, given back otherwise.
-	settle := s.c.Pipeline()
-	scmds := []*redis.Cmd{}
-	for g := range groups {
-		if !held[g] {
-			continue
+	settleErrs := make([]error, len(groups))
+	parallel(len(groups), func(g int) {
+		if errs[g] != nil || !oks[g] {
+			return
 		}
-		args := []any{"RL.SETTLE", len(sub[g])}
-		for _, l := range sub[g] {
-			args = append(args, l.Key)
-		}
-		args = append(args, id)
-		for _, l := range sub[g] {
+		keys := make([]string, len(sub[g]))
+		units := make([]int64, len(sub[g]))
+		for j, l := range sub[g] {
+			keys[j] = l.Key
 			if allGranted {
-				args = append(args, l.Cost)
-			} else {
-				args = append(args, 0)
+				units[j] = int64(l.Cost)
 			}
 		}
-		cmd := redis.NewCmd(ctx, args...)
-		cmd.SetFirstKeyPos(2)
-		scmds = append(scmds, cmd)
-		_ = settle.Process(ctx, cmd)
-	}
-	if len(scmds) > 0 {
-		_, _ = settle.Exec(ctx)
-		for _, c := range scmds {
-			if err := c.Err(); err != nil {
-				// An unsettled hold gives its units back after holdTTL: never an over-charge.
-				firstErr = errors.Join(firstErr, fmt.Errorf("RL.SETTLE: %w", err))
-			}
+		if _, err := s.c.Settle(ctx, keys, id, units); err != nil {
+			// An unsettled hold gives its units back after holdTTL: never an over-charge.
+			settleErrs[g] = fmt.Errorf("RL.SETTLE: %w", err)
 		}
+	})
+	for _, e := range settleErrs {
+		firstErr = errors.Join(firstErr, e)
 	}
 	if firstErr != nil {
 		return false, out, firstErr
@@ -302,7 +241,7 @@ func (s *Store) chargeSlots(ctx context.Context, ls []Limiter, groups [][]int, o
 	if !allGranted {
 		// Slots that granted and were given back report as not charged.
 		for g, idx := range groups {
-			if held[g] {
+			if oks[g] {
 				for _, i := range idx {
 					out[i].Remaining += int64(ls[i].Cost)
 					out[i].Granted = 0
@@ -313,70 +252,54 @@ func (s *Store) chargeSlots(ctx context.Context, ls []Limiter, groups [][]int, o
 	return allGranted, out, nil
 }
 
-// Each evaluates every limiter on its own (one single-key RL.ALL each, sent in one pipeline):
-// for shadow-mode descriptors (shadow true: SHADOW) or to report a limiter's state without
-// charging it (peek true: PEEK).
+// Each evaluates every limiter on its own (one single-key RL.ALL each, sent at once): for
+// shadow-mode descriptors (shadow true: SHADOW) or to report a limiter's state without charging
+// it (peek true: PEEK).
 func (s *Store) Each(ctx context.Context, ls []Limiter, shadow, peek bool) ([]Reply, error) {
-	opts := []string{"DETAIL"}
+	var opts []ratelimit.Option
 	if shadow {
-		opts = append(opts, "SHADOW")
+		opts = append(opts, ratelimit.Shadow())
 	}
 	if peek {
-		opts = append(opts, "PEEK")
+		opts = append(opts, ratelimit.Peek())
 	}
-	cmds := make([]*redis.Cmd, len(ls))
-	pipe := s.c.Pipeline()
-	for i := range ls {
-		cmds[i] = rlAll(ctx, ls[i:i+1], opts...)
-		_ = pipe.Process(ctx, cmds[i])
-	}
-	_, _ = pipe.Exec(ctx)
 	out := make([]Reply, len(ls))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if err != nil {
-			return nil, err
+	errs := make([]error, len(ls))
+	parallel(len(ls), func(i int) {
+		_, rs, err := s.all(ctx, ls[i:i+1], opts...)
+		if err == nil {
+			out[i] = rs[0]
 		}
-		_, rs, err := parseDetail(v, 1)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = rs[0]
+		errs[i] = err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// Refund gives units back (Envoy's is_negative_hits), one RL.REFUND per limiter in one
-// pipeline; a key that does not exist is left alone (Missing).
+// Refund gives units back (Envoy's is_negative_hits), one RL.REFUND per limiter, sent at once; a
+// key that does not exist is left alone (Missing).
 func (s *Store) Refund(ctx context.Context, ls []Limiter) ([]Reply, error) {
-	cmds := make([]*redis.Cmd, len(ls))
-	pipe := s.c.Pipeline()
-	for i, l := range ls {
-		if l.Cost == 0 {
-			continue
-		}
-		cmds[i] = redis.NewCmd(ctx, "RL.REFUND", l.Key, l.Cost)
-		cmds[i].SetFirstKeyPos(1)
-		_ = pipe.Process(ctx, cmds[i])
-	}
-	_, _ = pipe.Exec(ctx)
 	out := make([]Reply, len(ls))
-	for i, c := range cmds {
-		if c == nil {
+	errs := make([]error, len(ls))
+	parallel(len(ls), func(i int) {
+		if ls[i].Cost == 0 {
 			out[i] = Reply{Missing: true}
-			continue
+			return
 		}
-		v, err := c.Result()
-		if err == redis.Nil {
+		r, err := s.c.Refund(ctx, ls[i].Key, int64(ls[i].Cost))
+		switch {
+		case err != nil:
+			errs[i] = err
+		case r == nil:
 			out[i] = Reply{Missing: true}
-			continue
+		default:
+			out[i] = Reply{Granted: r.Granted, Limit: r.Limit, Remaining: r.Remaining, RetryAfterMs: r.RetryAfterMs, ResetAfterMs: r.ResetAfterMs}
 		}
-		if err != nil {
-			return nil, err
-		}
-		if out[i], err = parseLimiterReply(v); err != nil {
-			return nil, err
-		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
