@@ -37,6 +37,16 @@ const (
 	FailClosed
 )
 
+func (f FailureMode) String() string {
+	switch f {
+	case FailOpen:
+		return "open"
+	case FailClosed:
+		return "closed"
+	}
+	return "error"
+}
+
 // Options configure the service.
 type Options struct {
 	KeyPrefix      string        // CACHE_KEY_PREFIX
@@ -59,6 +69,8 @@ type Service struct {
 	store *store.Store
 	stats *stats.Registry
 	opt   Options
+	// lastLog is when a Redis failure was last logged (unix ns).
+	lastLog atomic.Int64
 }
 
 // New makes a service; SetConfig must be called before it limits anything.
@@ -251,7 +263,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	defer cancel()
 	if err := s.limit(ctx, req, resp, enforced, shadowed, refunds); err != nil {
 		s.stats.RedisError.Add(1)
-		s.opt.Log.Error("redis call failed", "domain", req.Domain, "error", err)
+		// At most one line a second: a Redis outage at thousands of requests a second must not
+		// flood the log (the counter has every failure).
+		if now := time.Now().UnixNano(); now-s.lastLog.Load() >= int64(time.Second) {
+			s.lastLog.Store(now)
+			s.opt.Log.Error("redis call failed", "domain", req.Domain, "error", err,
+				"failures", s.stats.RedisError.Load(), "failure_mode", s.opt.Failure.String())
+		}
 		switch s.opt.Failure {
 		case FailOpen:
 			s.stats.FailedOpen.Add(1)
