@@ -241,7 +241,7 @@ class Cmd:
 
     def __init__(self, cid, label, kind, build, group=None, lua_ref=None, granted=is_granted_rl,
                  remaining=remaining_rl, script=None, keys_per_call=1, log=False, mem=True,
-                 mem_build=None, info_name=None, note=""):
+                 mem_build=None, info_name=None, note="", lua_keys=1):
         self.id = cid
         self.label = label
         self.kind = kind  # floor | module | lua | cell
@@ -259,11 +259,12 @@ class Cmd:
         self.note = note
         self.sha = None
         self.skip = None  # reason, when not measurable
+        self.lua_keys = lua_keys  # EVALSHA's numkeys
 
     def argv(self, key, mem=False):
         args = (self.mem_build if mem else self.build)(key)
         if self.kind == "lua":
-            return ["EVALSHA", self.sha, "1"] + args
+            return ["EVALSHA", self.sha, str(self.lua_keys)] + args
         return args
 
 
@@ -329,6 +330,18 @@ def catalogue():
                  script="stream_counter", log=True,
                  granted=lambda r: isinstance(r, int) and r >= 0, remaining=lambda r: None,
                  mem_build=lambda k: [k, LW, "1", BIG]))
+    # The script backend (lua/ratelimit.lua): the module's commands as one script, for servers
+    # that cannot load the module. Same arguments as the module's rows above.
+    for cid, label, args in [
+        ("script.gcra", "script RL.GCRA", ["RL.GCRA", BIG, "1", "1m"]),
+        ("script.tokenbucket", "script RL.TOKENBUCKET", ["RL.TOKENBUCKET", BIG, "1", "1m"]),
+        ("script.fixed", "script RL.FIXED", ["RL.FIXED", BIG, "1m"]),
+        ("script.slidingcounter", "script RL.SLIDINGCOUNTER", ["RL.SLIDINGCOUNTER", BIG, "1m"]),
+    ]:
+        C.append(Cmd(cid, label, "lua", lambda k, args=args: [k] + args, script="ratelimit"))
+    C.append(Cmd("script.all", "script RL.ALL (GCRA + FIXED)", "lua",
+                 lambda k: [k + ":a", k + ":b", "RL.ALL", "GCRA", BIG, "1", "1m", "FIXED", BIG,
+                            "1m"], script="ratelimit", keys_per_call=2, lua_keys=2, mem=False))
     return C
 
 
@@ -978,6 +991,8 @@ class Bench:
                      "else is running, so figures will be noisier than usual")
         self.scripts = {os.path.splitext(os.path.basename(p))[0]: open(p).read()
                         for p in sorted(glob.glob(os.path.join(HERE, "lua", "*.lua")))}
+        # The script backend, from its one copy in the repository.
+        self.scripts["ratelimit"] = open(os.path.join(HERE, "..", "lua", "ratelimit.lua")).read()
         cmds = catalogue()
         if self.o.only:
             want = [w.strip().lower() for w in self.o.only.split(",")]

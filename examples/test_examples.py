@@ -83,17 +83,16 @@ def seconds_between(lo_ms, hi_ms):
     return math.ceil(max(lo_ms, 0) / 1000), math.ceil(hi_ms / 1000)
 
 
-def run_checks(name, port, effective_window=False):
-    """`effective_window`: the service sends draft-11's t (the seconds until the limiter has more
-    than r: the next unit, back within one emission interval), not the time to a full reset."""
+def run_checks(name, port):
+    """Both services send draft-11's t (the seconds until the limiter has more than r: the next
+    unit, back within one emission interval of the first request), not the time to a full reset."""
     # A fresh client: five requests pass, the sixth waits one emission interval.
     start = time.monotonic()
     for i in range(1, BURST + 1):
         status, h = get(port, "/hello", f"{name}-a")
         rl = ratelimit(h)
         elapsed = (time.monotonic() - start) * 1000
-        back = EMISSION_MS if effective_window else i * EMISSION_MS
-        lo, hi = seconds_between(back - elapsed, back)
+        lo, hi = seconds_between(EMISSION_MS - elapsed, EMISSION_MS)
         check(f"{name}: request {i} granted", status == 200, status)
         check(f"{name}: request {i} RateLimit-Policy", h.get("RateLimit-Policy") == POLICY,
               h.get("RateLimit-Policy"))
@@ -109,6 +108,13 @@ def run_checks(name, port, effective_window=False):
     check(f"{name}: Retry-After in [{max(lo, 1)}, {hi}]",
           retry is not None and retry.isdigit() and max(lo, 1) <= int(retry) <= hi, retry)
     check(f"{name}: denied RateLimit r=0", ratelimit(h).get("r") == 0, h.get("RateLimit"))
+    check(f"{name}: denied t in [{lo}, {hi}] and Retry-After >= t",
+          lo <= ratelimit(h).get("t", -1) <= hi and retry is not None and retry.isdigit()
+          and int(retry) >= ratelimit(h).get("t", 10**9), (h.get("RateLimit"), retry))
+    if name == "node":
+        check(f"{name}: the denial is application/problem+json",
+              h.get("Content-Type", "").startswith("application/problem+json"),
+              h.get("Content-Type"))
     # Waiting Retry-After is enough.
     if retry is not None and retry.isdigit():
         time.sleep(int(retry))
@@ -358,9 +364,7 @@ def main():
             wait_line(p, name)
             ports[name] = port
         for name, port in ports.items():
-            # The Python service sends draft-11's t (the effective window); the Node one the time
-            # to a full reset, as it did before (issue 31 moves it too).
-            run_checks(name, port, effective_window=name == "python")
+            run_checks(name, port)
 
         gateway = [sys.executable, os.path.join(HERE, "gateway", "app.py")]
         genv = dict(os.environ, REDIS_URL=f"redis://127.0.0.1:{rport}", GATEWAY_RPM=str(GW_RPM),

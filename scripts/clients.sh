@@ -20,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${RL_CLIENTS_VENV:-$HOME/.cache/redis-ratelimit/clients}
 PY=${PYTHON:-python3}
 PY_PACKAGES=(redis==8.1.0 pytest==9.2.0 ruff==0.17.5 mypy==2.4.1 fastapi==0.163.2 flask==3.1.3 hatchling==1.33.0
-  httpx2==2.16.2 asgiref==3.13.0)
+  httpx2==2.16.2 asgiref==3.13.0 prometheus-client==0.26.0 opentelemetry-sdk==1.45.2)
 PIP=(--disable-pip-version-check --retries 2 --timeout 30 -q)
 
 NAME=clients
@@ -93,7 +93,9 @@ step "python: mypy --strict" bash -c "cd '$py_dir' && '$VENV/bin/mypy' --strict 
 # Against the installed package (pip install ./clients/python), not the source tree.
 step "python: pytest" bash -c "cd '$py_dir/tests' && '$VENV/bin/pytest' -q -p no:cacheprovider --rootdir=. -c /dev/null ."
 step "node: tsc --noEmit" bash -c "cd '$node_dir' && node_modules/.bin/tsc --noEmit -p ."
-step "node: node --test" bash -c "cd '$node_dir' && node --test --test-concurrency=1 test/*.test.js"
+step "node: node --test" bash -c "cd '$node_dir' && node --test --test-concurrency=1 test/*.test.js test/*.test.mjs"
+# The script backend (lua/): differential tests against the module on every server without it.
+step "lua: differential tests (scripts/lua.sh)" env PYTEST="$VENV/bin/pytest" "$root/scripts/lua.sh"
 
 [ "$failed" -eq 0 ] || say "failed: ${failures[*]}"
 echo "clients: $passed passed, $failed failed"

@@ -6,8 +6,9 @@
 #           $RL_EXAMPLES_VENV (default ~/.cache/redis-ratelimit/examples), then the client
 #           package with `pip install ./clients/python`
 #   Node:   node and npm from apt (Debian's nodejs and npm packages) when missing, then
-#           ioredis 6.0.0 from the npm registry and the client package (clients/node, linked)
-#           into examples/node/node_modules (npm ci, from the committed package-lock.json)
+#           ioredis 6.0.0 and express 5.2.1 from the npm registry and the client package
+#           (clients/node, linked) into examples/node/node_modules (npm ci, from the committed
+#           package-lock.json)
 #
 # usage: RL_MODULE=path/to/libredis_ratelimit.so [RL_SERVER=redis-server] scripts/examples.sh
 set -euo pipefail
@@ -49,9 +50,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 node_dir="$root/examples/node"
 if [ ! -f "$node_dir/node_modules/ioredis/package.json" ] ||
+  [ ! -f "$node_dir/node_modules/express/package.json" ] ||
   [ ! -e "$node_dir/node_modules/redis-ratelimit-client/package.json" ] ||
   [ "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
-  say "installing ioredis from the npm registry and clients/node into examples/node/node_modules (npm ci)"
+  say "installing ioredis and express from the npm registry and clients/node into examples/node/node_modules (npm ci)"
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
     die "npm ci failed (is the npm registry reachable?)"
 fi

@@ -83,3 +83,17 @@ pub const MAX_POLICIES_LIMIT: i64 = crate::core::policy::MAX_POLICIES_LIMIT as i
 pub fn max_policies() -> usize {
     usize::try_from(MAX_POLICIES.load(Ordering::Relaxed)).unwrap_or(0)
 }
+
+/// `ratelimit.near-limit-percent`: a granted call counts as near its limit (`near_limit` in
+/// `INFO ratelimit` and RL.METRICS) when it leaves `remaining` below this percentage of `limit`.
+pub static NEAR_LIMIT_PERCENT: AtomicI64 = AtomicI64::new(NEAR_LIMIT_PERCENT_DEFAULT);
+
+/// Default of `ratelimit.near-limit-percent`: 20, near-limit at 80% used (as Envoy's ratelimit
+/// service counts it).
+pub const NEAR_LIMIT_PERCENT_DEFAULT: i64 = 20;
+
+/// The current `ratelimit.near-limit-percent` (0 to 100).
+#[inline(always)]
+pub fn near_limit_percent() -> u64 {
+    u64::try_from(NEAR_LIMIT_PERCENT.load(Ordering::Relaxed)).unwrap_or(0)
+}

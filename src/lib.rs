@@ -79,6 +79,7 @@ redis_module! {
             ["at-max-behind", &config::AT_MAX_BEHIND, config::AT_MAX_BEHIND_DEFAULT, -1, config::AT_MAX_BEHIND_LIMIT, ConfigurationFlags::DEFAULT, None],
             ["max-wait", &config::MAX_WAIT, config::MAX_WAIT_DEFAULT, 1, config::MAX_WAIT_LIMIT, ConfigurationFlags::DEFAULT, None],
             ["max-policies", &config::MAX_POLICIES, config::MAX_POLICIES_DEFAULT, 0, config::MAX_POLICIES_LIMIT, ConfigurationFlags::DEFAULT, None],
+            ["near-limit-percent", &config::NEAR_LIMIT_PERCENT, config::NEAR_LIMIT_PERCENT_DEFAULT, 0, 100, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -18,6 +18,8 @@ pub struct CommandStats {
     pub denied: AtomicU64,
     /// `SHADOW` calls that enforcement would have denied, let through (counted as granted).
     pub shadow_denied: AtomicU64,
+    /// Granted calls left with `remaining` below `ratelimit.near-limit-percent` of `limit`.
+    pub near_limit: AtomicU64,
 }
 
 /// How one evaluated call counts ([`Count::of`]): in the granted or the denied column, and
@@ -28,6 +30,8 @@ pub struct Count {
     enforced: bool,
     /// The call was made with `SHADOW`.
     shadow: bool,
+    /// Granted with `remaining` below `ratelimit.near-limit-percent` of `limit` ([`Count::near`]).
+    near: bool,
 }
 
 impl Count {
@@ -39,7 +43,23 @@ impl Count {
         Count {
             enforced: granted,
             shadow,
+            near: false,
         }
+    }
+
+    /// The same call, near its limit if it is granted with `remaining` below `percent`% of
+    /// `limit` ([`near_limit`]).
+    #[inline(always)]
+    pub fn near(self, remaining: i64, limit: i64, percent: u64) -> Count {
+        Count {
+            near: self.granted() && near_limit(remaining, limit, percent),
+            ..self
+        }
+    }
+
+    /// In the near_limit column.
+    pub const fn near_limit(self) -> bool {
+        self.near
     }
 
     /// In the granted column (else the denied one).
@@ -69,6 +89,7 @@ impl CommandStats {
             granted: AtomicU64::new(0),
             denied: AtomicU64::new(0),
             shadow_denied: AtomicU64::new(0),
+            near_limit: AtomicU64::new(0),
         }
     }
 
@@ -77,16 +98,47 @@ impl CommandStats {
     pub fn record(&self, count: impl Into<Count>) {
         let count = count.into();
         self.calls.fetch_add(1, Ordering::Relaxed);
-        // A call enforcement grants tests nothing more (the common path).
+        // A call enforcement grants tests nothing more (the common path) but near.
         if count.enforced {
             self.granted.fetch_add(1, Ordering::Relaxed);
+            if count.near {
+                self.near_limit.fetch_add(1, Ordering::Relaxed);
+            }
         } else if count.shadow {
             self.granted.fetch_add(1, Ordering::Relaxed);
             self.shadow_denied.fetch_add(1, Ordering::Relaxed);
+            if count.near {
+                self.near_limit.fetch_add(1, Ordering::Relaxed);
+            }
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// The counters in the order of [`STAT_NAMES`].
+    pub fn values(&self) -> [u64; 5] {
+        [
+            &self.calls,
+            &self.granted,
+            &self.denied,
+            &self.shadow_denied,
+            &self.near_limit,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The names of a command's (and a policy's) counters, in [`CommandStats::values`] order.
+pub const STAT_NAMES: [&str; 5] = ["calls", "granted", "denied", "shadow_denied", "near_limit"];
+
+/// Whether `remaining` is below `percent`% of `limit` (exactly: `remaining · 100 <
+/// limit · percent`): a grant near its limit. `percent` 20, the default of
+/// `ratelimit.near-limit-percent`, is Envoy's ratelimit service's 80% used.
+#[inline(always)]
+pub fn near_limit(remaining: i64, limit: i64, percent: u64) -> bool {
+    // Exact in i128 (|i64| · 100 and |i64| · u64 are below 2^127): no saturating or checked
+    // multiplication, which would be a call on the hot path.
+    i128::from(remaining).wrapping_mul(100) < i128::from(limit).wrapping_mul(i128::from(percent))
 }
 
 /// `RL.ACQUIRE ... WAIT` calls waiting now.
@@ -97,6 +149,13 @@ pub static WAIT_GRANTED: AtomicU64 = AtomicU64::new(0);
 pub static WAIT_TIMED_OUT: AtomicU64 = AtomicU64::new(0);
 /// `RL.ACQUIRE ... WAIT` calls whose client disconnected while waiting.
 pub static WAIT_DROPPED: AtomicU64 = AtomicU64::new(0);
+/// µs waited by the `RL.ACQUIRE ... WAIT` calls whose wait ended granted or timed out.
+pub static WAIT_WAITED_US: AtomicU64 = AtomicU64::new(0);
+
+/// Add `n` to counter `c`.
+pub fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
 
 /// Set gauge `g` to `n`.
 pub fn set(g: &AtomicU64, n: usize) {
@@ -144,5 +203,26 @@ mod tests {
         let got =
             [&s.calls, &s.granted, &s.denied, &s.shadow_denied].map(|c| c.load(Ordering::Relaxed));
         assert_eq!(got, [3, 2, 1, 1]);
+    }
+
+    #[test]
+    fn near_counts_grants_below_the_percent_of_the_limit() {
+        // 20%: remaining below 2 of 10.
+        assert!(near_limit(1, 10, 20) && !near_limit(2, 10, 20));
+        assert!(near_limit(0, 1, 20) && !near_limit(0, 1, 0));
+        assert!(near_limit(99, 100, 100) && !near_limit(100, 100, 100));
+        assert!(!near_limit(i64::MAX, i64::MAX, 100) && near_limit(i64::MIN, 0, 0));
+        let s = CommandStats::new(Some("t"));
+        s.record(Count::of(true, false).near(1, 10, 20));
+        s.record(Count::of(true, false).near(5, 10, 20));
+        // A denial is never near; a shadow call let through is judged as granted.
+        s.record(Count::of(false, false).near(0, 10, 20));
+        s.record(Count::of(false, true).near(0, 10, 20));
+        assert_eq!(s.values(), [4, 3, 1, 1, 2]);
+    }
+
+    #[test]
+    fn a_command_counts_what_a_policy_counts() {
+        assert_eq!(STAT_NAMES, crate::core::policy::STAT_NAMES);
     }
 }

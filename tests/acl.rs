@@ -92,6 +92,8 @@ fn commands(t: u64) -> Vec<(Vec<String>, &'static [&'static str])> {
         ),
         // Under the policy [`with_policy`] makes.
         (v(&["RL.LIMIT", "pl", "p", "AT", &at]), &["write", "fast"]),
+        // No key: the module's counters, for an exporter's script.
+        (v(&["RL.METRICS"]), &["read", "fast"]),
     ]
 }
 

@@ -471,6 +471,10 @@ const TEMPLATES: &[Command] = &[
         name: "RL.SETTLE",
         shape: Shape::Settle,
     },
+    Command {
+        name: "RL.METRICS",
+        shape: Shape::Args,
+    },
 ];
 
 /// The policies every batch starts with ([`setup`] restores them): names RL.LIMIT, RL.ALL and
@@ -840,7 +844,7 @@ fn template(r: &mut Rng, name: &'static str, payloads: &[Vec<u8>]) -> Vec<Vec<u8
             policy_definition(r, &mut v);
         }
         "RL.POLICY|GET" | "RL.POLICY|DEL" => v.push(policy_name(r)),
-        "RL.POLICY|LIST" | "RL.POLICY|DUMP" | "RL.POLICY|HELP" => {}
+        "RL.POLICY|LIST" | "RL.POLICY|DUMP" | "RL.POLICY|HELP" | "RL.METRICS" => {}
         "RL.POLICY|RESTORE" => {
             // The DUMP of [`POLICIES`], maybe mutated.
             let dump = POLICY_DUMP.get().cloned().unwrap_or_default();

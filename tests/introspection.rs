@@ -139,8 +139,9 @@ fn command_docs_describe_every_command() {
                 .any(|w| w[0] == "module" && w[1] == "ratelimit"),
             "{cmd}"
         );
-        // Each command has a key argument (RL.POLICY's state is outside the keyspace).
-        if top == "rl.policy" {
+        // Each command has a key argument (RL.POLICY's state and RL.METRICS's counters are
+        // outside the keyspace).
+        if top == "rl.policy" || top == "rl.metrics" {
             continue;
         }
         assert!(
@@ -202,11 +203,11 @@ fn info_field_names_are_prometheus_metric_names() {
     let lines = info_lines(&mut c);
     let names: Vec<&str> = lines.iter().map(|(k, _)| k.as_str()).collect();
     // One line per command the module registers, named after it with `_` for `.`: every
-    // command but the internal ones (`rl._*`) and RL.INFO, which only reads.
+    // command but the internal ones (`rl._*`), RL.INFO and RL.METRICS, which only read.
     let commands = flat(&c.cmd(&["COMMAND", "LIST", "FILTERBY", "MODULE", "ratelimit"]));
     let mut want: Vec<String> = commands
         .iter()
-        .filter(|cmd| !cmd.starts_with("rl._") && *cmd != "rl.info")
+        .filter(|cmd| !cmd.starts_with("rl._") && *cmd != "rl.info" && *cmd != "rl.metrics")
         .map(|cmd| format!("ratelimit_{}", cmd.replace('.', "_")))
         .collect();
     // And the waits of `RL.ACQUIRE ... WAIT`, and the named policies (their count and

@@ -581,12 +581,12 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
         &["pair", "GCRA", "3", "1", "1m", "FIXED", "100", "1m"],
     );
     let t = base_ms();
-    // api: 10 granted (remaining 9..0: the last one, remaining 0, is below 10% of 10), then 4
-    // denied.
+    // api: 10 granted (remaining 9..0: the last two, remaining 1 and 0, are below the default
+    // ratelimit.near-limit-percent, 20% of 10), then 4 denied.
     for _ in 0..14 {
         c.ints(&args!["RL.LIMIT", "k", "api", "AT", t]);
     }
-    // pair: 3 granted (remaining 2, 1, 0 of 3: the last below 10%), 2 denied.
+    // pair: 3 granted (remaining 2, 1, 0 of 3: the last below 20%), 2 denied.
     for _ in 0..5 {
         c.ints(&args![
             "RL.ALL", 2, "{p}a", "{p}b", "POLICY", "pair", "AT", t
@@ -623,7 +623,7 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
     }
     let f = |n: &str| fields[&format!("ratelimit_policy_{n}")];
     assert_eq!(fields["ratelimit_policies"], 2);
-    for (p, calls, granted, near) in [("api", 14, 10, 1), ("pair", 5, 3, 1)] {
+    for (p, calls, granted, near) in [("api", 14, 10, 2), ("pair", 5, 3, 1)] {
         assert_eq!(f(&format!("{p}_calls")), calls, "{p}");
         assert_eq!(f(&format!("{p}_granted")), granted, "{p}");
         assert_eq!(f(&format!("{p}_denied")), calls - granted, "{p}");

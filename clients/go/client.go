@@ -12,19 +12,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Client runs the module's commands on a go-redis client.
+// Client runs the module's commands on a go-redis client, or their script form (see Backend).
 type Client struct {
 	rdb redis.UniversalClient
+	backendState
 }
 
 // New returns a Client on rdb: a *redis.Client, *redis.ClusterClient, *redis.Ring or a failover
-// client, with either protocol (Protocol 2 or 3).
-func New(rdb redis.UniversalClient) *Client { return &Client{rdb: rdb} }
+// client, with either protocol (Protocol 2 or 3). The backend is BackendAuto unless
+// WithBackend says otherwise: the module when the server has it, else the script backend
+// (RL.GCRA, RL.TOKENBUCKET, RL.FIXED epoch windows, RL.SLIDINGCOUNTER, RL.ALL, RL.CHECK,
+// RL.CHECKALL with Cost, Peek, BestEffort, Detail; anything else is an error wrapping
+// ErrModuleRequired).
+func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
+	c := &Client{rdb: rdb}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
 
 // Redis returns the go-redis client under c.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
@@ -149,6 +161,15 @@ func (o options) args() ([]any, error) {
 // server's errors classified (errors.Is with ErrWrongType, ErrUnknownPolicy,
 // ErrModuleNotLoaded). The Envoy rate-limit service and other integrations build on it.
 func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
+	if len(args) > 0 && isLimiterCommand(strings.ToUpper(fmt.Sprint(args[0]))) {
+		b, err := c.Backend(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b == BackendLua {
+			return c.doScript(ctx, args)
+		}
+	}
 	cmd := redis.NewCmd(ctx, args...)
 	if keyPos > 0 {
 		cmd.SetFirstKeyPos(int8(keyPos))

@@ -373,7 +373,7 @@ func TestErrors(t *testing.T) {
 		}
 	})
 	bare := testserver.Start(t, "")
-	c := ratelimit.New(bare.Client(t, 3))
+	c := ratelimit.New(bare.Client(t, 3), ratelimit.WithBackend(ratelimit.BackendModule))
 	_, err := c.GCRA(ctx, "k", 1, 1, time.Second)
 	if !errors.Is(err, ratelimit.ErrModuleNotLoaded) {
 		t.Fatalf("no module: %v", err)

@@ -209,6 +209,11 @@ func NewMiddleware(c *Client, o HTTPOptions) (*Middleware, error) {
 	if m.o.Logger == nil {
 		m.o.Logger = slog.Default()
 	}
+	if c.choice == BackendLua {
+		if err := m.scriptCan(); err != nil {
+			return nil, err
+		}
+	}
 	for _, a := range o.Allowlist {
 		m.allow[a] = true
 	}
@@ -436,6 +441,35 @@ func (m *Middleware) ask(ctx context.Context, keys []string, costs []int64, id s
 		maxCost = max(maxCost, c)
 	}
 	return m.c.All(ctx, specs, append(opts, Cost(maxCost))...)
+}
+
+// scriptCan refuses, under BackendLua, the options and limits the script backend cannot do.
+func (m *Middleware) scriptCan() error {
+	var what []string
+	if m.o.Reserve != nil {
+		what = append(what, "Reserve (HOLD, RL.SETTLE)")
+	}
+	if m.o.Block > 0 {
+		what = append(what, "Block (RL.BLOCK)")
+	}
+	if m.o.Shadow {
+		what = append(what, "Shadow")
+	}
+	for _, e := range m.entries {
+		switch l := e.limiter.(type) {
+		case GCRA, TokenBucket, SlidingCounter:
+		case Fixed:
+			if l.Calendar != "" {
+				what = append(what, fmt.Sprintf("the limit %q (a calendar window)", e.name))
+			}
+		default:
+			what = append(what, fmt.Sprintf("the limit %q (%s)", e.name, e.limiter.Command()))
+		}
+	}
+	if len(what) > 0 {
+		return &Error{kind: ErrModuleRequired, Err: fmt.Errorf("%w: %s", ErrModuleRequired, strings.Join(what, ", "))}
+	}
+	return nil
 }
 
 func withCharge(l Limiter, n int64) Limiter {

@@ -193,7 +193,7 @@ func TestHTTPFailures(t *testing.T) {
 	// A server without the module: the error says so, and the request fails closed.
 	bare := testserver.Start(t, "")
 	var got error
-	m := newMW(t, ratelimit.New(bare.Client(t, 3)), ratelimit.HTTPOptions{Name: "bare", Limits: lim,
+	m := newMW(t, ratelimit.New(bare.Client(t, 3), ratelimit.WithBackend(ratelimit.BackendModule)), ratelimit.HTTPOptions{Name: "bare", Limits: lim,
 		OnError: func(err error, _ *http.Request) { got = err }})
 	if rec := serve(t, m.Handler(okHandler), "10.0.0.1:1"); rec.Code != 503 || !errors.Is(got, ratelimit.ErrModuleNotLoaded) ||
 		!strings.Contains(got.Error(), "loadmodule") {

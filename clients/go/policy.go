@@ -27,6 +27,10 @@ type PolicyOptions struct {
 
 // onEveryMaster runs fn on every master of a cluster client, else once on the client.
 func (c *Client) onEveryMaster(ctx context.Context, fn func(ctx context.Context, rdb doer) error) error {
+	if b, err := c.Backend(ctx); err == nil && b == BackendLua {
+		_, _, err := scriptCall([]any{"RL.POLICY"})
+		return err
+	}
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return fn(ctx, node) })
 	}
@@ -161,6 +165,9 @@ func (c *Client) PolicyRestore(ctx context.Context, payload []byte, merge bool) 
 // CheckModule reports whether the server has the module loaded (COMMAND INFO rl.gcra): nil, or
 // an error for which errors.Is(err, ErrModuleNotLoaded) says how to load it.
 func (c *Client) CheckModule(ctx context.Context) error {
+	if b, err := c.Backend(ctx); err == nil && b == BackendLua {
+		return nil // the script backend needs no module
+	}
 	v, err := c.Do(ctx, 0, "COMMAND", "INFO", "rl.gcra")
 	if err != nil {
 		return err

@@ -417,13 +417,20 @@ impl Run for All {
             at_index: parsed.opts.at_index,
             now,
         };
+        // Near its limit as enforcement judged it (the policy's counters too).
+        let enforced = Decision::from(outcome.verdict);
+        let count = Count::of(granted, req.shadow).near(
+            enforced.remaining,
+            enforced.limit,
+            config::near_limit_percent(),
+        );
         finish(
             ctx,
             Tail::of(this),
             eval,
             &mut keys,
             propagate,
-            Count::of(granted, req.shadow),
+            count,
             |ctx| {
                 if parsed.opts.detail {
                     reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
@@ -433,14 +440,8 @@ impl Run for All {
             },
         )?;
         if let Some(p) = &parsed.policy {
-            let count = Count::of(granted, req.shadow);
-            let enforced = Decision::from(outcome.verdict);
-            p.stats.record(
-                count.granted(),
-                count.shadow_denied(),
-                enforced.remaining,
-                enforced.limit,
-            );
+            p.stats
+                .record(count.granted(), count.shadow_denied(), count.near_limit());
         }
         Ok(())
     }

@@ -92,8 +92,7 @@ impl Run for Limit {
             found.stats.record(
                 ran.count.granted(),
                 ran.count.shadow_denied(),
-                ran.decision.remaining,
-                ran.decision.limit,
+                ran.count.near_limit(),
             );
         }
         Ok(())

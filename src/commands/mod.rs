@@ -40,6 +40,7 @@ pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod limit;
+pub mod metrics;
 pub mod policy;
 pub mod policy_state;
 pub mod propagate;
@@ -434,7 +435,8 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
     // `DETAIL` and `SHADOW` replies are off the common path.
     let special = parsed.opts.detail | parsed.opts.shadow;
     let reply = call.reply;
-    let count = Count::of(granted, req.shadow);
+    let count =
+        Count::of(granted, req.shadow).near(d.remaining, d.limit, config::near_limit_percent());
     finish(
         ctx,
         tail,

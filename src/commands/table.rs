@@ -23,8 +23,8 @@ use redis_module::Context;
 use crate::commands::registry::WiredCommand;
 use crate::commands::row::{Command, Run};
 use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, policy,
-    policy_state, refund, restore, settle, stream_count, throttle, with_bytes,
+    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, metrics,
+    policy, policy_state, refund, restore, settle, stream_count, throttle, with_bytes,
 };
 use crate::core::kind::of;
 use crate::core::state::Stored;
@@ -123,6 +123,9 @@ crate::core::kind::each!(
     PolicyDump =>  c"rl.policy|dump",                policy::Dump,                       c"readonly",                   None,      c"admin",           &policy::DUMP_DOC,               None;
     PolicyRestore => c"rl.policy|restore",           policy::Restore,                    c"write deny-oom",             None,      c"admin",           &policy::RESTORE_DOC,            None;
     PolicyHelp =>  c"rl.policy|help",                policy::Help,                       c"readonly fast",              None,      c"read fast",       &policy::HELP_DOC,               None;
+    // RL.METRICS: no key, the counters of INFO ratelimit as name/value pairs; allowed in scripts
+    // (redis_exporter's --script calls it).
+    Metrics =>     c"rl.metrics",                    Metrics,                            c"readonly fast",              None,      c"read fast",       &metrics::DOC,                   None;
 );
 
 /// Register every command of [`COMMANDS`] with its docs, key spec and ACL categories (and the
@@ -162,8 +165,8 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 /// with `_` for `.` (`ratelimit_rl_gcra`); then the named policies
 /// (`ratelimit_policies:<count>`, `ratelimit_policies_checksum:<hex>`,
 /// `ratelimit_policy_<name>_calls:<n>` and the other counters of `core::policy::STAT_NAMES`);
-/// then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..` for
-/// `RL.ACQUIRE ... WAIT`.
+/// then `ratelimit_rl_acquire_wait:waiting=..,granted=..,timed_out=..,dropped=..,waited_us=..`
+/// for `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
@@ -193,9 +196,36 @@ fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_modul
         .field("granted", count(&stats::WAIT_GRANTED))?
         .field("timed_out", count(&stats::WAIT_TIMED_OUT))?
         .field("dropped", count(&stats::WAIT_DROPPED))?
+        .field("waited_us", count(&stats::WAIT_WAITED_US))?
         .build_dictionary()?;
     section.build_section()?.build_info()?;
     Ok(())
+}
+
+/// RL.METRICS: the pairs of `metrics::pairs` over [`COMMANDS`], a flat array of bulk strings
+/// under RESP2 and RESP3 alike (what an exporter's script returns as is).
+pub struct Metrics;
+
+impl Run for Metrics {
+    /// # Errors
+    /// Arity.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        _bytes: &[&[u8]],
+        _this: &'static Command,
+    ) -> Result<(), RlError> {
+        if argv.len() != 1 {
+            return Err(RlError::Arity);
+        }
+        let pairs = metrics::pairs(&COMMANDS);
+        ffi::reply::array(ctx, pairs.len().saturating_mul(2));
+        for (name, value) in &pairs {
+            ffi::reply::bulk(ctx, name.as_bytes());
+            ffi::reply::bulk(ctx, value.as_bytes());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -237,6 +267,7 @@ mod tests {
             "rl.policy|dump",
             "rl.policy|restore",
             "rl.policy|help",
+            "rl.metrics",
         ] {
             assert!(names.contains(&name), "{name}");
         }
@@ -371,14 +402,17 @@ mod tests {
     }
 
     /// INFO counters: every command applications call to change or judge a limiter is counted,
-    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO, the
-    /// internal commands and RL.POLICY's subcommands (counted per policy instead) are not.
+    /// under its name with `_` for `.` (a valid Prometheus metric name); only RL.INFO,
+    /// RL.METRICS, the internal commands and RL.POLICY's subcommands (counted per policy
+    /// instead) are not.
     #[test]
     fn every_command_but_rl_info_and_the_internal_ones_is_counted() {
         for c in &COMMANDS {
             let name = c.name_str();
-            let uncounted =
-                name == "rl.info" || name.starts_with("rl._") || name.starts_with("rl.policy|");
+            let uncounted = name == "rl.info"
+                || name == "rl.metrics"
+                || name.starts_with("rl._")
+                || name.starts_with("rl.policy|");
             match c.stats.name {
                 None => assert!(uncounted, "{name} has no INFO counters"),
                 Some(stat) => {

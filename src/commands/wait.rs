@@ -58,6 +58,8 @@ struct Call {
     cost: u64,
     /// The call asked for the detailed reply (`DETAIL`).
     detail: bool,
+    /// When it began to wait (Unix µs), for the time waited (`INFO ratelimit`, RL.METRICS).
+    since: Micros,
 }
 
 thread_local! {
@@ -364,6 +366,7 @@ fn enqueue(
         params: parsed.params,
         cost: parsed.opts.cost,
         detail: parsed.opts.detail,
+        since: now,
     };
     let waiter = Waiter {
         handle: call.client.id(),
@@ -478,6 +481,10 @@ fn time_out(ctx: &Context, key: &Key, waiter: Waiter<BlockedId, Call>, now: Micr
     };
     record_denied();
     stats::bump(&stats::WAIT_TIMED_OUT);
+    stats::add(
+        &stats::WAIT_WAITED_US,
+        now.saturating_sub(waiter.call.since),
+    );
     block::unblock::<Hooks>(waiter.call.client, Some(reply));
 }
 
@@ -581,6 +588,12 @@ fn grant_head(
         .iter()
         .map(|b| RedisString::create_from_slice(ctx.ctx, b))
         .collect();
+    let granted = Decision::from(outcome.verdict);
+    let near = stats::Count::from(true).near(
+        granted.remaining,
+        granted.limit,
+        config::near_limit_percent(),
+    );
     let done = with_argv(&strings, |argv| {
         finish(
             ctx,
@@ -592,13 +605,14 @@ fn grant_head(
                 at_index: None,
                 now,
             },
-            true,
+            near,
             |_| {},
         )
     });
     let reply = match done {
         Ok(()) => {
             stats::bump(&stats::WAIT_GRANTED);
+            stats::add(&stats::WAIT_WAITED_US, now.saturating_sub(head.call.since));
             WaitReply::to(&head.call, key, outcome.verdict, outcome.reason)
         }
         Err(e) => WaitReply::Error(e.to_string()),

@@ -90,13 +90,13 @@ pub struct PolicyStats {
 
 impl PolicyStats {
     /// Count one evaluated call: `granted` (in full or in part, or let through by a shadow
-    /// policy), `shadow_denied` (enforcement would have denied it), and whether it was granted
-    /// with `remaining` below 10% of `limit`.
-    pub fn record(&self, granted: bool, shadow_denied: bool, remaining: i64, limit: i64) {
+    /// policy), `shadow_denied` (enforcement would have denied it), and `near` (granted with
+    /// `remaining` below `ratelimit.near-limit-percent` of `limit`, as the caller judged it).
+    pub fn record(&self, granted: bool, shadow_denied: bool, near: bool) {
         self.calls.fetch_add(1, Ordering::Relaxed);
         if granted {
             self.granted.fetch_add(1, Ordering::Relaxed);
-            if near_limit(remaining, limit) {
+            if near {
                 self.near_limit.fetch_add(1, Ordering::Relaxed);
             }
         } else {
@@ -129,11 +129,6 @@ pub const STAT_NAMES: [&str; 5] = ["calls", "granted", "denied", "shadow_denied"
 pub fn fields_collide(a: &[u8], b: &[u8]) -> bool {
     let shadowed = |x: &[u8], y: &[u8]| y.strip_suffix(b"_shadow") == Some(x);
     shadowed(a, b) || shadowed(b, a)
-}
-
-/// `remaining` below 10% of `limit` (exactly: `remaining · 10 < limit`).
-pub fn near_limit(remaining: i64, limit: i64) -> bool {
-    i128::from(remaining).saturating_mul(10) < i128::from(limit)
 }
 
 /// One named policy.
@@ -657,7 +652,7 @@ mod tests {
     fn a_replaced_policy_keeps_its_counters() {
         let mut s = PolicyStore::new();
         s.set(b"a", args("x"), def(1), 10).unwrap();
-        s.get(b"a").unwrap().stats.record(true, false, 0, 10);
+        s.get(b"a").unwrap().stats.record(true, false, true);
         s.set(b"a", args("y"), def(2), 10).unwrap();
         assert_eq!(s.get(b"a").unwrap().stats.values(), [1, 1, 0, 0, 1]);
     }
@@ -665,12 +660,11 @@ mod tests {
     #[test]
     fn counters_count_grants_denials_shadow_and_near_limit() {
         let st = PolicyStats::default();
-        st.record(true, false, 1, 10); // 10% left: not near
-        st.record(true, false, 0, 10); // near
-        st.record(false, false, 0, 10);
-        st.record(true, true, 5, 10); // let through by a shadow policy
+        st.record(true, false, false);
+        st.record(true, false, true);
+        st.record(false, false, true); // denied: never near
+        st.record(true, true, false); // let through by a shadow policy
         assert_eq!(st.values(), [4, 3, 1, 1, 1]);
-        assert!(near_limit(0, 1) && !near_limit(1, 10) && near_limit(9, 100));
     }
 
     #[test]
@@ -719,7 +713,7 @@ mod tests {
         a.set(b"x", args("GCRA 1 1 1s"), def(1), 10).unwrap();
         b.set(b"x", args("GCRA 1 1 1s"), def(1), 10).unwrap();
         assert_eq!(a.checksum(), b.checksum());
-        a.get(b"x").unwrap().stats.record(true, false, 0, 1);
+        a.get(b"x").unwrap().stats.record(true, false, true);
         assert_eq!(a.checksum(), b.checksum());
         // Same definition, another version; another definition.
         b.set(b"x", args("GCRA 1 1 1s"), def(1), 10).unwrap();

@@ -3,6 +3,8 @@
 
 const crypto = require("node:crypto");
 const c = require("./core");
+const { ModuleNotLoadedError, NotConnectedError, moduleError } = require("./errors");
+const b = require("./backend");
 
 class RateLimitExceeded extends Error {
   constructor(result) {
@@ -12,29 +14,210 @@ class RateLimitExceeded extends Error {
   }
 }
 
-// How to send one command on a client: ioredis has call(), node-redis sendCommand().
+// The connection's state: "ready", "closed" (ended for good, or node-redis never connected) or a
+// state it may leave for "ready" by itself (connecting, reconnecting, ioredis' lazy "wait").
+function connectionState(client) {
+  if (client && typeof client.status === "string") {
+    if (client.status === "ready") return "ready";
+    return client.status === "end" ? "closed" : client.status;
+  }
+  if (client && typeof client.isReady === "boolean") {
+    if (client.isReady) return "ready";
+    return client.isOpen ? "reconnecting" : "closed";
+  }
+  return "ready";
+}
+
+// Wait until the client is ready, at most until `deadline` (Unix ms). A limiter command is only
+// ever written on a ready connection: never into ioredis' or node-redis' offline queue, from
+// which it would be sent (and charged) after the request that made it was answered.
+function whenReady(client, deadline) {
+  const state = connectionState(client);
+  if (state === "ready") return null;
+  if (state === "closed") return Promise.reject(new NotConnectedError(client.status === "end" ? "the connection was closed" : "connect() was not called"));
+  if (state === "wait" && typeof client.connect === "function") client.connect().catch(() => {});
+  return new Promise((resolve, reject) => {
+    const left = deadline - Date.now();
+    let timer = null;
+    const done = () => {
+      clearTimeout(timer);
+      client.removeListener("ready", done);
+      resolve();
+    };
+    if (left <= 0) return reject(new NotConnectedError(state));
+    timer = setTimeout(() => {
+      client.removeListener("ready", done);
+      reject(new NotConnectedError(connectionState(client)));
+    }, left);
+    client.on("ready", done);
+  });
+}
+
+const PING = "*1\r\n$4\r\nPING\r\n";
+
+// ioredis' Command class, as the client's own call() builds it (ioredis' instances do not lead
+// back to it: their constructor is EventEmitter). Found once per client by letting call() build
+// a PING and taking it from sendCommand before anything is written; null when call() does not
+// reach sendCommand at once (enableAutoPipelining), then commands go through call().
+const commandClasses = new WeakMap();
+function commandClass(client) {
+  if (commandClasses.has(client)) return commandClasses.get(client);
+  let found = null;
+  const own = Object.prototype.hasOwnProperty.call(client, "sendCommand");
+  const original = client.sendCommand;
+  client.sendCommand = function probe(command) {
+    found = command && typeof command.toWritable === "function" ? command.constructor : null;
+    command.reject(new Error("probe"));
+    return command.promise;
+  };
+  try {
+    const p = client.call("PING");
+    if (p && typeof p.catch === "function") p.catch(() => {});
+  } finally {
+    if (own) client.sendCommand = original;
+    else delete client.sendCommand;
+  }
+  commandClasses.set(client, found);
+  return found;
+}
+
+// One command on an ioredis client (or Cluster) whose bytes are only written before `deadline`:
+// if ioredis writes it later (a command it resends after a reconnection,
+// autoResendUnfulfilledCommands, or one that slipped into its offline queue as the connection
+// dropped), PING goes out in its place (one command, one reply: the connection's replies stay in
+// step) and the call has already failed with NotConnectedError.
+function ioredisSend(client, args, deadline, encoding) {
+  const Command = commandClass(client);
+  if (Command == null) return encoding ? client.call(...args) : client.callBuffer(...args);
+  const options = { keyPrefix: client.options && client.options.keyPrefix, replyEncoding: encoding };
+  const cmd = new Command(String(args[0]), args.slice(1), options);
+  const write = cmd.toWritable.bind(cmd);
+  cmd.toWritable = (socket) => {
+    if (Date.now() < deadline) return write(socket);
+    cmd.reject(new NotConnectedError("the call's time ran out before the command could be written"));
+    return PING;
+  };
+  return client.sendCommand(cmd);
+}
+
+// How to send one command on a client: ioredis has call(), node-redis sendCommand(). node-redis
+// gets an AbortSignal at the deadline: a command still waiting to be written is dropped.
 function transport(client) {
-  if (client && typeof client.call === "function") return (args) => client.call(...args);
+  if (client && typeof client.call === "function") return (args, deadline) => ioredisSend(client, args, deadline, "utf8");
   if (client && typeof client.sendCommand === "function") {
-    return (args) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))));
+    return (args, deadline) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
+      { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
   }
   throw new TypeError("expected an ioredis client (call) or a node-redis client (sendCommand)");
 }
 
 // The same, with bulk replies as Buffers (RL.POLICY DUMP's binary payload).
 function bufferTransport(client) {
-  if (typeof client.callBuffer === "function") return (args) => client.callBuffer(...args);
+  if (typeof client.callBuffer === "function") return (args, deadline) => ioredisSend(client, args, deadline, null);
   // node-redis: blob strings (RESP type 36) as Buffers.
-  return (args) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
-    { typeMapping: { 36: Buffer } });
+  return (args, deadline) => client.sendCommand(args.map((a) => (Buffer.isBuffer(a) ? a : String(a))),
+    { typeMapping: { 36: Buffer }, abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
 }
 
 class RateLimiter {
-  /** @param client an ioredis Redis/Cluster or a node-redis client (RESP2 or RESP3). */
-  constructor(client) {
+  /** @param client an ioredis Redis/Cluster or a node-redis client (RESP2 or RESP3).
+   * @param options.timeoutMs how long a call waits for a connection that is not ready (default
+   * 500); the command is never queued in the client's offline queue. */
+  constructor(client, options = {}) {
     this.client = client;
-    this.send = transport(client);
-    this.sendBuffer = bufferTransport(client);
+    this.raw = transport(client);
+    this.rawBuffer = bufferTransport(client);
+    this.timeoutMs = options.timeoutMs ?? 500;
+    this.deadline = null;
+    const backend = options.backend ?? "auto";
+    if (!b.BACKENDS.includes(backend)) throw new RangeError(`backend must be "auto", "module" or "lua", not ${JSON.stringify(backend)}`);
+    // backend: the choice; resolved: "module" or "lua" once known (auto asks the server once).
+    this.shared = { moduleChecked: null, backend, resolved: backend === "auto" ? null : backend, resolving: null };
+    this.logger = options.logger ?? console;
+  }
+
+  /** The backend that runs this limiter's commands: "module" or "lua" (under "auto", asked of
+   * the server once with COMMAND INFO rl.gcra, and logged). */
+  async backend() {
+    const root = this.shared;
+    if (root.resolved) return root.resolved;
+    if (!root.resolving) {
+      root.resolving = this.sendRaw(["COMMAND", "INFO", "rl.gcra"]).then((reply) => {
+        root.resolved = b.modulePresent(reply) ? "module" : "lua";
+        const say = typeof this.logger.info === "function" ? this.logger.info : this.logger.warn;
+        say.call(this.logger, root.resolved === "module"
+          ? "redis-ratelimit: backend auto: the module is loaded, using it"
+          : "redis-ratelimit: backend auto: no redis-ratelimit module on this server, using the script backend " +
+            "(lua/ratelimit.lua): RL.GCRA, RL.TOKENBUCKET, RL.FIXED, RL.SLIDINGCOUNTER, RL.ALL only");
+        return root.resolved;
+      }).finally(() => { root.resolving = null; });
+    }
+    return root.resolving;
+  }
+
+  /** The key a limiter command of this limiter writes: `key`, or the script's own `key:lua`. */
+  async storageKey(key) {
+    return (await this.backend()) === "lua" ? b.scriptKey(key) : key;
+  }
+
+  /** A view of this limiter whose commands are not sent after `deadline` (Unix ms). */
+  until(deadline) {
+    return Object.create(this, { deadline: { value: deadline } });
+  }
+
+  async send(args) {
+    if (b.isLimiterCommand(String(args[0]).toUpperCase()) && (await this.backend()) === "lua") {
+      const command = b.evalshaArgs(args);
+      try {
+        return await this.sendRaw(command);
+      } catch (err) {
+        if (!b.isNoScript(err)) throw b.scriptError(err);
+      }
+      try {
+        return await this.sendRaw(["EVAL", b.SCRIPT, ...command.slice(2)]);
+      } catch (err) {
+        throw b.scriptError(err);
+      }
+    }
+    return this.sendRaw(args);
+  }
+
+  async sendRaw(args) {
+    const deadline = this.deadline ?? Date.now() + this.timeoutMs;
+    if (Date.now() >= deadline) throw new NotConnectedError("the call's time ran out");
+    const wait = whenReady(this.client, deadline);
+    if (wait) await wait;
+    try {
+      return await this.raw(args, deadline);
+    } catch (err) {
+      throw moduleError(err);
+    }
+  }
+
+  async sendBuffer(args) {
+    if (b.isLimiterCommand(String(args[0]).toUpperCase()) && (await this.backend()) === "lua") b.evalshaArgs(args);
+    const deadline = this.deadline ?? Date.now() + this.timeoutMs;
+    const wait = whenReady(this.client, deadline);
+    if (wait) await wait;
+    return this.rawBuffer(args, deadline);
+  }
+
+  /** Resolves when the server has the module (COMMAND INFO rl.gcra), else rejects with a
+   * ModuleNotLoadedError saying how to load it. A success is remembered (per RateLimiter). */
+  checkModule() {
+    const root = this.shared;
+    if (root.resolved === "lua") return Promise.resolve(true);
+    if (root.backend === "auto" && !root.resolved) return this.backend().then(() => this.checkModule());
+    if (root.moduleChecked) return root.moduleChecked;
+    const check = this.send(["COMMAND", "INFO", "rl.gcra"]).then((reply) => {
+      if (!Array.isArray(reply) || reply.length === 0 || reply[0] == null) {
+        throw new ModuleNotLoadedError("COMMAND INFO rl.gcra knows no such command");
+      }
+      return true;
+    });
+    root.moduleChecked = check;
+    check.catch(() => { if (root.moduleChecked === check) root.moduleChecked = null; });
+    return check;
   }
 
   async result(args, cost) {
@@ -152,4 +335,4 @@ class RateLimiter {
   async info(key) { return c.parseInfo(await this.send(["RL.INFO", key])); }
 }
 
-module.exports = { RateLimiter, RateLimitExceeded };
+module.exports = { RateLimiter, RateLimitExceeded, connectionState, whenReady };

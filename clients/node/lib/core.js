@@ -174,7 +174,7 @@ function spec(command, word, quota, windowMs, params, o = {}) {
 }
 
 /** A copy of a limiter spec named `name` in detailed replies. */
-const named_ = (s, name) => spec(s.command, s.word, s.quota, s.windowMs, [...s.params], { charge: s.charge, name });
+const named_ = (s, name, charge) => spec(s.command, s.word, s.quota, s.windowMs, [...s.params], { charge: charge ?? s.charge, name });
 
 /** The limiter as RL.ALL writes it: word, params, CHARGE n, NAME name. */
 function specArgs(s) {

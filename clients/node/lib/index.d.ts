@@ -1,7 +1,20 @@
-// Type declarations of redis-ratelimit-client (the package is plain CommonJS JavaScript).
+// Type declarations of redis-ratelimit-client (plain CommonJS JavaScript with an ES-module entry).
+// They import nothing from the optional peers (redis, express-rate-limit, ioredis, express): the
+// shapes used here are declared structurally, so they compile without those packages installed.
 
-import type { CommandParser } from "@redis/client";
-import type { Store, Options as ExpressRateLimitOptions, ClientRateLimitInfo } from "express-rate-limit";
+/** The part of node-redis' CommandParser that the module's commands use. */
+export interface CommandParser {
+  push(...args: Array<string | Buffer>): unknown;
+  pushKey(key: string | Buffer): unknown;
+  pushKeys(keys: string | Buffer | Array<string | Buffer>): unknown;
+  preserve: unknown;
+}
+
+/** What express-rate-limit's Store methods return. */
+export interface ClientRateLimitInfo {
+  totalHits: number;
+  resetTime: Date | undefined;
+}
 
 /** A duration: milliseconds as a number, or a string with a unit ("1500ms", "30s", "1m", "24h", "1d"). */
 export type Duration = number | string;
@@ -194,9 +207,47 @@ export declare class RateLimitExceeded extends Error {
 /** Anything with ioredis' call() or node-redis' sendCommand(). */
 export type Client = { call(...args: any[]): Promise<unknown> } | { sendCommand(args: any[], ...rest: any[]): Promise<unknown> };
 
+export interface RateLimiterOptions {
+  /** How long a call waits for a connection that is not ready (connecting, reconnecting) before it
+   * fails with NotConnectedError (default 500 ms). A command is never left in the client's offline
+   * queue: it is sent on a ready connection or not at all. */
+  timeoutMs?: number;
+  /** "auto" (default): the module when COMMAND INFO finds it on the server, else the script
+   * backend (lua/ratelimit.lua: RL.GCRA, RL.TOKENBUCKET, RL.FIXED epoch windows,
+   * RL.SLIDINGCOUNTER, RL.ALL, RL.CHECK, RL.CHECKALL with cost, peek, bestEffort, detail),
+   * decided once per RateLimiter and logged; "module" or "lua" force one. Under the script,
+   * anything else rejects with a ModuleRequiredError naming the module. */
+  backend?: Backend;
+  /** Where the backend choice is logged (info, else warn): console by default. */
+  logger?: { info?(message: string): void; warn(message: string): void };
+}
+
+export type Backend = "auto" | "module" | "lua";
+
+/** The script backend cannot do this: it needs the redis-ratelimit module. */
+export declare class ModuleRequiredError extends Error {}
+/** The text of the script backend (lua/ratelimit.lua). */
+export declare const SCRIPT: string;
+
+export declare class ModuleNotLoadedError extends Error {}
+export declare class NotConnectedError extends Error {}
+export declare class LimiterTimeoutError extends Error {}
+
 export declare class RateLimiter {
-  constructor(client: Client);
+  constructor(client: Client, options?: RateLimiterOptions);
   readonly client: Client;
+  readonly timeoutMs: number;
+  /** A view of this limiter whose commands are not sent after deadline (Unix ms). */
+  until(deadline: number): RateLimiter;
+  /** Resolves when the server has the module (COMMAND INFO rl.gcra); else rejects with a
+   * ModuleNotLoadedError that says how to load it. */
+  checkModule(): Promise<true>;
+  /** The backend that runs this limiter's commands (under "auto", asked of the server once). */
+  backend(): Promise<"module" | "lua">;
+  /** The key a limiter command writes: key, or the script backend's own key:lua. */
+  storageKey(key: Key): Promise<Key>;
+  /** Send any command (readiness and deadline as for the module's commands). */
+  send(args: ReadonlyArray<string | Buffer>): Promise<unknown>;
   apply(key: Key, spec: Limiter, options?: LimiterOptions & DelayOptions): Promise<Result>;
   gcra(key: Key, burst: number, rate: number, period: Duration, options?: LimiterOptions & DelayOptions): Promise<Result>;
   tokenBucket(key: Key, capacity: number, refill: number, period: Duration, options?: LimiterOptions & DelayOptions): Promise<Result>;
@@ -246,53 +297,178 @@ export declare class RateLimiter {
 export declare function parseResult(reply: unknown, cost?: number | null): Result;
 export declare function parseInfo(reply: unknown): Info | null;
 
-/** RateLimit-Policy, RateLimit and (when denied and not never) Retry-After. */
-export declare function rateLimitHeaders(result: Result, limits: Limiter | Record<string, Limiter>): Record<string, string>;
+/** A limit: a limiter spec or a limit string ("5/minute": GCRA, bursts of 5, 5 per minute). */
+export type Limit = Limiter | string;
+export type HeaderStyle = "draft-11" | "draft-7" | "legacy" | "none";
 
-export interface RateLimitMiddlewareOptions<Req = any> {
-  limiter: RateLimiter;
-  /** One limiter (named "default") or names to limiters (applied together with RL.ALL). */
-  limits: Limiter | Record<string, Limiter>;
-  key?: (req: Req) => string | Promise<string>;
-  cost?: (req: Req) => number | Promise<number>;
-  /** "closed" (default): 503 when Redis does not answer in time; "open": let the request through. */
-  onError?: "open" | "closed";
-  /** Milliseconds to wait for Redis (default 500). */
-  timeout?: number;
+/** "N/second|minute|hour|day" (also N/s, N/m, N/h, N/d, "N per minute") as gcra(N, N, "1<unit>"). */
+export declare function parseLimit(text: string): Limiter;
+
+export interface HeaderOptions {
+  /** "draft-11" (default), "draft-7", "legacy" or "none". */
+  style?: HeaderStyle;
+  /** For t: a read-only check (check / checkAll with detail, at the call's time) of
+   * remaining + 1 units of each limit, as moreQuotaCharges(result) gives them; without it t is
+   * left out unless the limit is full. */
+  next?: Result | null;
+  /** The client key: adds the draft's pk parameter (a hash of it). */
+  partitionKey?: string | null;
+  /** Unix ms of the call (legacy's X-RateLimit-Reset). */
+  now?: number;
+}
+
+/** The header fields of a result (draft-11 by default) and, when denied and not never, Retry-After. */
+export declare function rateLimitHeaders(result: Result, limits: Limiter | Record<string, Limiter>, options?: HeaderOptions): Record<string, string>;
+/** The units of the check that gives t: remaining + 1 of each limit (one per limiter of a
+ * detailed result); null when every limit is full. */
+export declare function moreQuotaCharges(result: Result): number[] | null;
+/** The draft's pk of a client key: `:` base64 of the first 12 bytes of its SHA-256 `:`. */
+export declare function partitionKey(client: string): string;
+
+/** The parts of an HTTP request the address helpers read (Express' and node:http's requests). */
+export interface RequestLike {
+  ip?: string;
+  socket?: { remoteAddress?: string };
+  headers?: Record<string, string | string[] | undefined>;
+}
+export interface AddressOptions {
+  /** Proxies in front of the app that append to X-Forwarded-For (default 0: the header is never read). */
+  trustProxy?: number;
+  /** IPv6 addresses are keyed by this subnet (default 56; 128 for the whole address). */
+  ipv6Subnet?: number;
+}
+/** An address as a client key: IPv4 as is, IPv6 as its /56 ("2001:db8:1234:5600::/56"). */
+export declare function ipKey(address: string | undefined, options?: AddressOptions): string;
+/** The client's address as a key (see AddressOptions). */
+export declare function clientAddress(req: RequestLike, options?: AddressOptions): string;
+/** A key function for rateLimit({ key }). */
+export declare function byAddress(options?: AddressOptions): (req: RequestLike) => string;
+
+export interface Reserve<Req = any, Res = any> {
+  /** How long the reservation is held before it comes back by itself (HOLD). */
+  hold: Duration;
+  /** The units really used, once the response is finished: one number for every limit, or per
+   * limit name (a limit not named keeps what was held). */
+  usage: (req: Req, res: Res) => number | Record<string, number> | Promise<number | Record<string, number>>;
+}
+
+export interface Logger {
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface RateLimitMiddlewareOptions<Req = any, Res = any> {
+  /** The limiter (or give `client`). */
+  limiter?: RateLimiter;
+  /** An ioredis or node-redis client, when no limiter is given. */
+  client?: Client;
+  /** The backend of the limiter made from `client` (RateLimiterOptions.backend; default "auto").
+   * Under "lua", reserve, block, shadow, at and calendar limits are refused here. */
+  backend?: Backend;
+  /** One limit (named "default"), a limit string ("5/minute"), or names to limits (RL.ALL). */
+  limits: Limit | Record<string, Limit>;
+  /** What makes this integration's keys distinct: keys are {prefix}{name}:{client} (one limit) or
+   * {prefix}{name}:{{client}}:{limit} (several). Default: derived from the limits' parameters.
+   * Two integrations on one key space are refused unless both give the same name. */
+  name?: string;
+  /** Key prefix (default "rl:"). */
   prefix?: string;
-  /** Ask for detailed replies (every limit through RL.ALL, each named by its name in limits, a
-   * single one "default"): the headers then carry one item per limiter from the reply. */
-  detail?: boolean;
-  /** SHADOW on every call (to roll a limit out): charged as enforced, never denied; the headers
-   * as the module replies. */
+  /** The client key (default: the peer's address, IPv6 by /56; see byAddress for proxies). */
+  key?: (req: Req) => string | Promise<string>;
+  /** The cost of a request for every limit (default 1). */
+  cost?: (req: Req) => number | Promise<number>;
+  /** The cost per named limit (e.g. requests and tokens per minute on one route). */
+  costs?: Record<string, (req: Req) => number | Promise<number>>;
+  /** When Redis cannot answer within timeoutMs: "closed" (default, errorStatus) or "open". */
+  fail?: "closed" | "open";
+  /** Called with every limiter failure (outage, timeout, module not loaded). */
+  onError?: (err: unknown, req: Req) => void;
+  /** Where the line is logged when the limiter starts failing (default console). */
+  logger?: Logger;
+  /** Bound on one limiter call, in ms (default 500). */
+  timeoutMs?: number;
+  /** Header style (default "draft-11"). */
+  headers?: HeaderStyle;
+  /** Add the draft's pk (a hash of the client key) to the draft-11 fields. */
+  partitionKey?: boolean;
+  /** Requests for which this returns true are not limited (and not charged). */
+  skip?: (req: Req) => boolean | Promise<boolean>;
+  /** Client keys never limited. */
+  allowlist?: Iterable<string>;
+  /** A retryable denial's status (429). */
+  status?: number;
+  /** A request that can never pass (its cost is above a limit): 413. */
+  neverStatus?: number;
+  /** The limiter is down and fail is "closed": 503. */
+  errorStatus?: number;
+  /** Answer a denied request yourself (the headers are already set). */
+  onDenied?: (req: Req, res: Res, result: Result) => void | Promise<void>;
+  /** Block the client's denying key(s) for this long when denied (BLOCK). */
+  block?: Duration;
+  /** Hold before the handler, settle after it with the real usage (HOLD + RL.SETTLE). */
+  reserve?: Reserve<Req, Res>;
+  /** SHADOW: charged as enforced, never denied (to roll a limit out). */
   shadow?: boolean;
+  /** The time of each call (Unix ms, sent as AT): for tests and replays. */
+  at?: (req: Req) => number;
 }
 
 /** Express middleware; sets req.rateLimit to the Result. */
-export declare function rateLimit<Req = any>(options: RateLimitMiddlewareOptions<Req>):
-  (req: Req, res: any, next: (err?: unknown) => void) => Promise<void>;
+export declare function rateLimit<Req = any, Res = any>(options: RateLimitMiddlewareOptions<Req, Res>):
+  (req: Req, res: Res, next: (err?: unknown) => void) => Promise<void>;
 
 export interface RateLimitStoreOptions {
   client: Client;
   limiter?: RateLimiter;
-  /** "fixed" (default, counts every hit like express-rate-limit's stores) or "gcra". */
+  /** The backend of the limiter made from `client` (RateLimiterOptions.backend; default "auto"). */
+  backend?: Backend;
+  /** "fixed" (default: windows aligned to the clock) or "gcra". */
   algorithm?: "fixed" | "gcra";
+  /** Key prefix (default "rl:erl:"); keys are {prefix}{name}:{key}. */
   prefix?: string;
+  /** Default: derived from algorithm, windowMs (and limit for gcra); two Stores on one key space
+   * are refused unless both give the same name. */
+  name?: string;
   limit?: number;
   windowMs?: number;
+  /** Bound on one call, in ms (default 500); the command is never sent after it. */
+  timeoutMs?: number;
 }
 
 /** An express-rate-limit Store backed by RL.FIXED or RL.GCRA. */
-export declare class RateLimitStore implements Store {
+export declare class RateLimitStore {
   constructor(options: RateLimitStoreOptions);
   localKeys: boolean;
   prefix: string;
-  init(options: ExpressRateLimitOptions): void;
+  init(options: { windowMs: number; limit?: unknown }): void;
   increment(key: string): Promise<ClientRateLimitInfo>;
   get(key: string): Promise<ClientRateLimitInfo | undefined>;
   decrement(key: string): Promise<void>;
   resetKey(key: string): Promise<void>;
 }
+
+export type WindowUnit = "milliseconds" | "millisecond" | "ms" | "seconds" | "second" | "s" | "minutes" | "minute" | "m"
+  | "hours" | "hour" | "h" | "days" | "day" | "d";
+
+/** counter-sliding-window's in-memory counter. */
+export declare class SlidingWindowCounterLocal {
+  constructor(windowSize: number, unit?: WindowUnit, options?: { now?: () => number });
+  add(n?: number): number;
+  get(): number;
+}
+
+/** counter-sliding-window's distributed counter, on RL.STREAMCOUNT (the same stream layout). */
+export declare class SlidingWindowCounterDistributed {
+  constructor(client: Client | RateLimiter, key: string, windowSize: number, unit?: WindowUnit,
+    options?: RateLimiterOptions & { now?: () => number });
+  /** Count n (default 1) now; the window's total after. */
+  add(n?: number): Promise<number>;
+  /** The window's total. */
+  get(): Promise<number>;
+  /** Count n only if the total stays within limit; false (nothing counted) otherwise. */
+  tryAdd(n: number, limit: number): Promise<boolean>;
+}
+export { SlidingWindowCounterDistributed as SlidingWindowCounterRedis };
 
 interface ModuleCommand<A extends unknown[], R> {
   IS_READ_ONLY?: boolean;

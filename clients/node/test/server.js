@@ -27,16 +27,19 @@ function ping(port) {
   });
 }
 
-async function startServer(moduleArgs = ["at-max-ahead", "-1"]) {
+/** Start a server (with the module unless options.module is false) on options.port or a free
+ * port. stop() ends it; the same port can then be used by another startServer. */
+async function startServer(moduleArgs = ["at-max-ahead", "-1"], options = {}) {
   const module = process.env.RL_MODULE;
   if (!module || !fs.existsSync(module)) throw new Error(`RL_MODULE must name the module .so (got ${module})`);
-  const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "rl-node-"));
+  const port = options.port ?? await freePort();
+  const load = options.module === false ? [] : ["--loadmodule", path.resolve(module), ...moduleArgs];
+  const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), "rl-node-"));
   const env = { ...process.env };
   if (process.env.RL_LD_LIBRARY_PATH) env.LD_LIBRARY_PATH = process.env.RL_LD_LIBRARY_PATH;
   const proc = spawn(process.env.RL_SERVER || "redis-server", [
     "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
-    "--enable-debug-command", "local", "--loadmodule", path.resolve(module), ...moduleArgs,
+    "--enable-debug-command", "local", ...load,
   ], { env, stdio: "ignore" });
   const end = Date.now() + 10000;
   while (!(await ping(port))) {
@@ -46,13 +49,16 @@ async function startServer(moduleArgs = ["at-max-ahead", "-1"]) {
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      if (proc.exitCode === null) {
+    dir,
+    /** Stop it; keep: true keeps its directory (a SAVE made before is loaded by the next start
+     * given that dir). */
+    async stop({ keep = false, signal = "SIGTERM" } = {}) {
+      if (proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise((r) => proc.once("exit", r));
-        proc.kill("SIGTERM");
+        proc.kill(signal);
         await exited;
       }
-      fs.rmSync(dir, { recursive: true, force: true });
+      if (!keep) fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }

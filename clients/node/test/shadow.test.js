@@ -54,9 +54,10 @@ for (const [name, make] of Object.entries(clients)) {
       assert.deepEqual([...five(r), r.allowed, r.reason, r.deniedBy], [1, 2, 0, 0, 2000, true, "shadow", s]);
       // The limiter's entry is what enforcement would have replied.
       assert.deepEqual(r.limiters, [detail(s, s, 1, 0, 2, 0, 1000, 2000, 2000)]);
-      // RateLimit headers as the reply says: granted, no Retry-After.
-      assert.deepEqual(rl.rateLimitHeaders(r, rl.gcra(2, 1, "1s")), {
-        "RateLimit-Policy": `"${s}";q=2;w=2`, RateLimit: `"${s}";r=0;t=2`,
+      // RateLimit headers as the reply says: granted, no Retry-After; t (one more unit is 1 s
+      // away) from the check of one unit.
+      assert.deepEqual(rl.rateLimitHeaders(r, rl.gcra(2, 1, "1s"), { next: await L.check(s, rl.gcra(2, 1, "1s", { name: s }), { at: now, detail: true }) }), {
+        "RateLimit-Policy": `"${s}";q=2;w=2`, RateLimit: `"${s}";r=0;t=1`,
       });
       // Nothing was charged by the calls let through: PEEK and enforced calls see on s what
       // they see on e, one unit back at now + 1 s.

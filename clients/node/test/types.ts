@@ -6,6 +6,7 @@ import { rateLimit as expressRateLimit } from "express-rate-limit";
 import {
   RateLimiter, RateLimitModule, RateLimitStore, Result, gcra, fixed, rateLimit, rateLimitHeaders,
   installIoredis, RateLimitExceeded, tokenBucket, LimiterDetail, Reason, PolicyDefinition,
+  byAddress, ipKey, parseLimit, SlidingWindowCounterDistributed, SlidingWindowCounterLocal,
 } from "redis-ratelimit-client";
 
 async function usage(): Promise<void> {
@@ -78,8 +79,21 @@ async function usage(): Promise<void> {
   void [res, refund, plain];
 
   const app = express();
-  app.use(rateLimit({ limiter, limits: gcra(5, 5, "10s"), key: (req: express.Request) => req.ip ?? "", onError: "open", timeout: 200 }));
-  app.use(rateLimit({ limiter, limits: { burst: gcra(5, 5, "10s"), daily: fixed(1000, "day") }, detail: true }));
+  app.use(rateLimit({ limiter, limits: gcra(5, 5, "10s"), name: "api", key: (req: express.Request) => req.ip ?? "", fail: "open", timeoutMs: 200,
+    onError: (err, req) => void [err, req.path], logger: console, headers: "draft-7", partitionKey: true }));
+  app.use(rateLimit({ client: io, limits: { rpm: "60/minute", tpm: tokenBucket(90000, 1500, "1s") }, name: "llm",
+    costs: { tpm: (req: express.Request) => Number(req.get("X-Tokens")) }, block: "10m", skip: (req) => req.path === "/health",
+    allowlist: ["10.0.0.1"], status: 429, neverStatus: 413, errorStatus: 503, key: byAddress({ trustProxy: 1, ipv6Subnet: 64 }),
+    onDenied: (req, res: express.Response, result) => { res.json({ wait: result.retryAfter }); },
+    reserve: { hold: "30s", usage: (req, res: express.Response) => ({ tpm: Number(res.get("X-Used-Tokens")) }) },
+    at: () => Date.now() }));
+  const fields: Record<string, string> = rateLimitHeaders(all, gcra(5, 5, "10s"), { style: "legacy", next: null, partitionKey: "k" });
+  const subnet: string = ipKey("2001:db8::1");
+  const counter = new SlidingWindowCounterDistributed(io, "calls", 5, "seconds");
+  const total: number = await counter.add(2) + await counter.get();
+  const local: number = new SlidingWindowCounterLocal(5, "seconds").add(1);
+  const ok: boolean = await counter.tryAdd(1, 10);
+  void [fields, subnet, total, local, ok, parseLimit("5/minute").quota];
   app.use(expressRateLimit({ windowMs: 60_000, limit: 100, store: new RateLimitStore({ client: io }) }));
 }
 void usage;

@@ -9,6 +9,7 @@ if not result:
     ...  # result.retry_after (seconds, None when never), result.retry_after_header
 """
 
+from ._backend import SCRIPT, BackendName, ModuleRequiredError
 from ._commands import install_response_callbacks
 from ._http import LimiterTimeoutError, ModuleNotLoadedError, Reserve, client_ip, parse_limit
 from ._limiters import (
@@ -42,8 +43,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GCRA",
+    "SCRIPT",
     "AsyncLease",
     "AsyncRateLimiter",
+    "BackendName",
     "Calendar",
     "Concurrency",
     "Duration",
@@ -55,6 +58,7 @@ __all__ = [
     "LimiterDetail",
     "LimiterTimeoutError",
     "ModuleNotLoadedError",
+    "ModuleRequiredError",
     "PolicyDefinition",
     "RateLimitExceeded",
     "RateLimiter",

@@ -28,6 +28,7 @@ import redis
 import redis.asyncio
 
 from . import _commands as c
+from ._backend import SCRIPT, as_eval, is_noscript
 from ._http import Call, Decision, HttpLimit, LimiterTimeoutError
 from ._types import Result
 
@@ -196,20 +197,48 @@ async def run_async(
         raise LimiterTimeoutError(f"no answer within {limit.timeout_ms} ms") from None
 
 
-def _first_call(limit: HttpLimit, call: Call) -> list[list[c.Arg]]:
+def _first_call(limit: HttpLimit, call: Call) -> list[list[Any]]:
+    if limit.backend.resolved == "lua":
+        # The script is loaded with the first call (SCRIPT LOAD, in the same round trip).
+        cmds: list[list[Any]] = [] if limit.script_loaded else [["SCRIPT", "LOAD", SCRIPT]]
+        return [*cmds, limit.wire(limit.command(call))]
     cmds = [] if limit.module_checked else [MODULE_CHECK]
     return [*cmds, limit.command(call)]
+
+
+def _needs_probe(limit: HttpLimit) -> bool:
+    """``backend="auto"`` not yet decided: one ``COMMAND INFO rl.gcra`` round trip first."""
+    return limit.backend.resolved is None
+
+
+def _probed(limit: HttpLimit, replies: list[Any]) -> None:
+    if isinstance(replies[0], BaseException):
+        raise replies[0]
+    limit.backend.resolve(replies[0])
+
+
+def _noscript(replies: list[Any]) -> bool:
+    return bool(replies) and is_noscript(replies[-1])
 
 
 def _result(limit: HttpLimit, call: Call, replies: list[Any]) -> Result:
     if len(replies) == 2:
         if isinstance(replies[0], BaseException):
             raise replies[0]
-        limit.check_module_reply(replies[0])
+        if limit.backend.resolved == "lua":
+            limit.script_loaded = True
+        else:
+            limit.check_module_reply(replies[0])
     reply = replies[-1]
     if isinstance(reply, BaseException):
         raise reply
     return limit.parse(call, reply)
+
+
+def replies_command(limit: HttpLimit, call: Call) -> list[Any]:
+    """The call's command as it went out (its script form)."""
+    limit.script_loaded = False
+    return limit.wire(limit.command(call))
 
 
 def _check(limit: HttpLimit, call: Call, replies: list[Any]) -> Result | None:
@@ -239,10 +268,15 @@ def decide_sync(limit: HttpLimit, request: Any) -> Decision | None:
     deadline = time.monotonic() + limit.timeout_ms / 1000
 
     def then(replies: list[Any]) -> Sequence[c.Arg] | None:
-        return limit.check_command(call, _result(limit, call, replies))
+        check = limit.check_command(call, _result(limit, call, replies))
+        return None if check is None else limit.wire(check)
 
     try:
+        if _needs_probe(limit):
+            _probed(limit, run_sync(limit, [MODULE_CHECK], deadline)[0])
         replies, more = run_sync(limit, _first_call(limit, call), deadline, then)
+        if _noscript(replies):  # the server lost its script cache: EVAL loads it again
+            replies, more = run_sync(limit, [as_eval(replies_command(limit, call))], deadline, then)
         result = _result(limit, call, replies)
     except Exception as e:
         return limit.failed(call, request, e)
@@ -262,7 +296,7 @@ def settle_sync(limit: HttpLimit, decision: Decision | None, request: Any, respo
     usage = limit.reserve.usage(request, response)
     deadline = time.monotonic() + limit.timeout_ms / 1000
     try:
-        reply = run_sync(limit, [limit.settle_command(call, usage)], deadline)[0][0]
+        reply = run_sync(limit, [limit.wire(limit.settle_command(call, usage))], deadline)[0][0]
         if isinstance(reply, BaseException):
             raise reply
     except Exception as e:
@@ -294,7 +328,11 @@ async def decide_async(limit: HttpLimit, request: Any) -> Decision | None:
         return None
     deadline = time.monotonic() + limit.timeout_ms / 1000
     try:
+        if _needs_probe(limit):
+            _probed(limit, await run_async(limit, [MODULE_CHECK], deadline))
         replies = await run_async(limit, _first_call(limit, call), deadline)
+        if _noscript(replies):  # the server lost its script cache: EVAL loads it again
+            replies = await run_async(limit, [as_eval(replies_command(limit, call))], deadline)
         result = _result(limit, call, replies)
     except Exception as e:
         return limit.failed(call, request, e)
@@ -303,7 +341,8 @@ async def decide_async(limit: HttpLimit, request: Any) -> Decision | None:
     check_args = limit.check_command(call, result)
     if check_args is not None:
         try:
-            check = _check(limit, call, await run_async(limit, [check_args], deadline))
+            wired = limit.wire(check_args)
+            check = _check(limit, call, await run_async(limit, [wired], deadline))
         except Exception:
             check = None  # t is left out
     return limit.decide(call, result, check)
@@ -320,7 +359,8 @@ async def settle_async(
     usage = await maybe_await(limit.reserve.usage(request, response))
     deadline = time.monotonic() + limit.timeout_ms / 1000
     try:
-        reply = (await run_async(limit, [limit.settle_command(call, usage)], deadline))[0]
+        settle = limit.wire(limit.settle_command(call, usage))
+        reply = (await run_async(limit, [settle], deadline))[0]
         if isinstance(reply, BaseException):
             raise reply
     except Exception as e:

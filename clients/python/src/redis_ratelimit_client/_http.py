@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from . import _commands as c
+from ._backend import Backend, ModuleRequiredError, evalsha
 from ._limiters import GCRA, Concurrency, Duration, Limiter, Time, duration_arg, time_arg
 from ._types import Result, ceil_seconds
 from .headers import sf_string
@@ -214,6 +215,7 @@ class HttpLimit:
         reserve: Reserve | None = None,
         shadow: bool = False,
         at: Callable[[Any], Time] | None = None,
+        backend: Backend | None = None,
     ) -> None:
         if isinstance(on_error, str):
             raise TypeError(
@@ -268,9 +270,39 @@ class HttpLimit:
         self.shadow = shadow
         self.at = at
         self._module_checked = False
+        #: The limiter's backend (its RateLimiter's); under the script, the commands go out as
+        #: EVALSHA (after SCRIPT LOAD on the first call).
+        self.backend = backend if backend is not None else Backend("module")
+        self.script_loaded = False
+        if self.backend.choice == "lua":
+            self._check_script_can(self.limits)
         self._failing = False
         self._state_lock = threading.Lock()
         self._claim()
+
+    def _check_script_can(self, limits: Mapping[str, Limiter]) -> None:
+        """Refuse at construction what the script backend cannot do (backend="lua")."""
+        what = [
+            w
+            for w, used in (
+                ("reserve (HOLD, RL.SETTLE)", self.reserve is not None),
+                ("block (RL.BLOCK)", self.block is not None),
+                ("shadow (SHADOW)", self.shadow),
+                ("at (AT)", self.at is not None),
+            )
+            if used
+        ]
+        for n, spec in limits.items():
+            if spec.command not in ("RL.GCRA", "RL.TOKENBUCKET", "RL.FIXED", "RL.SLIDINGCOUNTER"):
+                what.append(f"the limit {n!r} ({spec.command})")
+            elif getattr(spec, "calendar", False):
+                what.append(f"the limit {n!r} (a calendar window)")
+        if what:
+            raise ModuleRequiredError(", ".join(what))
+
+    def wire(self, args: list[c.Arg]) -> list[Any]:
+        """``args`` as they go out: the module command, or its script form."""
+        return evalsha(args) if self.backend.resolved == "lua" else args
 
     # Keys.
 

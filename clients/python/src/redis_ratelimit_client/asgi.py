@@ -112,6 +112,7 @@ class RateLimitMiddleware:
             reserve=reserve,
             shadow=shadow,
             at=at,
+            backend=getattr(limiter, "backend", None),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from . import _commands as c
+from ._backend import Backend, BackendName, RoutedClient
 from ._commands import Key
 from ._limiters import (
     GCRA,
@@ -65,13 +66,22 @@ class RateLimiter:
     ``shadow=True`` (``SHADOW``): the call is evaluated and charged as an enforced one (a call
     enforcement would deny charges nothing) but never denied; with ``detail=True`` its
     ``reason`` is ``"shadow"`` and ``denied_by`` the limiter that would have denied it.
+
+    ``backend``: ``"auto"`` (default) uses the module when ``COMMAND INFO`` finds it on the
+    server, else the script backend (``lua/ratelimit.lua``: RL.GCRA, RL.TOKENBUCKET, RL.FIXED
+    epoch windows, RL.SLIDINGCOUNTER, RL.ALL, RL.CHECK, RL.CHECKALL with ``cost``, ``peek``,
+    ``best_effort``, ``detail``), decided once and logged; ``"module"`` or ``"lua"`` force one.
+    Under the script, anything else raises :class:`ModuleRequiredError` naming the module.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, backend: BackendName = "auto") -> None:
         self.client = client
+        #: The backend: ``backend.resolved`` is "module" or "lua" once known.
+        self.backend = Backend(backend)
+        self._rc = RoutedClient(client, self.backend)
 
     def _result(self, args: list[c.Arg], cost: int | None) -> Result:
-        reply = self.client.execute_command(*args, **{c.COST_HINT: cost})
+        reply = self._rc.execute_command(*args, **{c.COST_HINT: cost})
         return reply if isinstance(reply, Result) else c.parse_result(reply, cost)
 
     def _limiter(
@@ -384,32 +394,32 @@ class RateLimiter:
         denied (each is charged as enforced, and counted as ``shadow_denied`` when it would have
         been)."""
         args = c.policy_set_args(name, limiters, shadow, desc)
-        return int(self.client.execute_command(*args))
+        return int(self._rc.execute_command(*args))
 
     def policy_get(self, name: str) -> PolicyDefinition | None:
         """``RL.POLICY GET``: the policy's definition; ``None`` for an unknown name."""
-        return c.parse_policy(name, self.client.execute_command("RL.POLICY", "GET", name))
+        return c.parse_policy(name, self._rc.execute_command("RL.POLICY", "GET", name))
 
     def policy_del(self, name: str) -> bool:
         """``RL.POLICY DEL``: true if the policy existed. Later calls under it fail naming it."""
-        return bool(self.client.execute_command("RL.POLICY", "DEL", name))
+        return bool(self._rc.execute_command("RL.POLICY", "DEL", name))
 
     def policy_list(self) -> dict[str, int]:
         """``RL.POLICY LIST``: every policy's name and version (a number that grows with each
         change)."""
-        return c.parse_policy_list(self.client.execute_command("RL.POLICY", "LIST"))
+        return c.parse_policy_list(self._rc.execute_command("RL.POLICY", "LIST"))
 
     def policy_dump(self) -> bytes:
         """``RL.POLICY DUMP``: every policy as one binary payload, for :meth:`policy_restore`
         on another server (each shard of a cluster holds its own copy)."""
-        reply = self.client.execute_command("RL.POLICY", "DUMP", **{c.NEVER_DECODE: []})
+        reply = self._rc.execute_command("RL.POLICY", "DUMP", **{c.NEVER_DECODE: []})
         return reply if isinstance(reply, bytes) else str(reply).encode()
 
     def policy_restore(self, payload: bytes, *, merge: bool = False) -> None:
         """``RL.POLICY RESTORE payload [MERGE]``: replace every policy with the payload's
         (versions included), or with ``merge=True`` add or replace only the payload's, each
         policy added or changed taking this server's next version."""
-        self.client.execute_command("RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else []))
+        self._rc.execute_command("RL.POLICY", "RESTORE", payload, *(["MERGE"] if merge else []))
 
     def refund(
         self, key: Key, units: int, *, dedup: str | bytes | None = None, at: Time | None = None
@@ -419,7 +429,7 @@ class RateLimiter:
         args: list[c.Arg] = ["RL.REFUND", key, units]
         if dedup is not None:
             args += ["DEDUP", dedup]
-        reply = self.client.execute_command(*args, *c.at_option(at), **{c.COST_HINT: 0})
+        reply = self._rc.execute_command(*args, *c.at_option(at), **{c.COST_HINT: 0})
         return reply if reply is None or isinstance(reply, Result) else c.parse_result(reply, 0)
 
     def settle(
@@ -437,21 +447,19 @@ class RateLimiter:
         settle; ``allowed`` means one unit could be granted now, else ``retry_after_ms`` is the
         wait. A retried settle, an unknown id or an expired reservation settles nothing more."""
         args = ["RL.SETTLE", *c.settle_args(keys, id, units), *c.at_option(at)]
-        reply = self.client.execute_command(*args)
+        reply = self._rc.execute_command(*args)
         if isinstance(reply, list) and all(r is None or isinstance(r, Result) for r in reply):
             return reply
         return c.parse_settle(reply)
 
     def block(self, key: Key, duration: Duration, *, at: Time | None = None) -> timedelta:
         """``RL.BLOCK``: block the key for ``duration``; returns the block's remaining time."""
-        reply = self.client.execute_command(
-            "RL.BLOCK", key, duration_arg(duration), *c.at_option(at)
-        )
+        reply = self._rc.execute_command("RL.BLOCK", key, duration_arg(duration), *c.at_option(at))
         return reply if isinstance(reply, timedelta) else c.parse_block(reply)
 
     def unblock(self, key: Key) -> bool:
         """``RL.UNBLOCK``: true if a block was removed."""
-        reply = self.client.execute_command("RL.UNBLOCK", key)
+        reply = self._rc.execute_command("RL.UNBLOCK", key)
         return bool(reply)
 
     def acquire(
@@ -481,7 +489,7 @@ class RateLimiter:
 
     def release(self, key: Key, id: str | bytes, *, at: Time | None = None) -> int:
         """``RL.RELEASE``: free the lease's units; returns their number (0 if it held none)."""
-        return int(self.client.execute_command("RL.RELEASE", key, id, *c.at_option(at)))
+        return int(self._rc.execute_command("RL.RELEASE", key, id, *c.at_option(at)))
 
     @contextmanager
     def lease(
@@ -520,7 +528,7 @@ class RateLimiter:
             args += ["ADD", add]
         if limit is not None:
             args += ["LIMIT", limit]
-        reply = self.client.execute_command(*args, *c.at_option(at))
+        reply = self._rc.execute_command(*args, *c.at_option(at))
         return reply if isinstance(reply, StreamCount) else c.parse_stream_count(reply)
 
     def throttle(
@@ -534,12 +542,12 @@ class RateLimiter:
         at: Time | None = None,
     ) -> ThrottleResult:
         """``CL.THROTTLE`` (redis-cell's arguments and reply: periods and times in seconds)."""
-        reply = self.client.execute_command(
+        reply = self._rc.execute_command(
             "CL.THROTTLE", key, max_burst, count_per_period, period_s, quantity, *c.at_option(at)
         )
         return reply if isinstance(reply, ThrottleResult) else c.parse_throttle(reply)
 
     def info(self, key: Key) -> Info | None:
         """``RL.INFO``: the key's algorithm, parameters and state; ``None`` for a missing key."""
-        reply = self.client.execute_command("RL.INFO", key)
+        reply = self._rc.execute_command("RL.INFO", key)
         return reply if reply is None or isinstance(reply, Info) else c.parse_info(reply)

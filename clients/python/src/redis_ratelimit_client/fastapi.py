@@ -114,6 +114,7 @@ class RateLimitDependency:
             reserve=reserve,
             shadow=shadow,
             at=at,
+            backend=getattr(limiter, "backend", None),
         )
 
     async def __call__(self, request: Request, response: Response) -> Result | None:

@@ -102,6 +102,7 @@ def rate_limit(
         reserve=reserve,
         shadow=shadow,
         at=at,
+        backend=getattr(limiter, "backend", None),
     )
 
     def decorator(view: F) -> F:

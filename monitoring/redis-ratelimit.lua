@@ -1,0 +1,11 @@
+-- redis_exporter --script (-script): the module's counters, from RL.METRICS.
+--
+-- RL.METRICS replies flat name/value pairs of bulk strings, each name written as the series it
+-- stands for, e.g. ratelimit_policy_denied_total{policy="free"} 42. redis_exporter exports
+-- each pair as redis_script_values{key="<name>"} <value>; the metric_relabel_configs of
+-- prometheus/scrape.yml turn those into the named series. On a server without the module the
+-- call fails and redis_exporter sets redis_script_result to 0 (the alert
+-- RateLimitModuleMissing).
+--
+-- Read-only: it runs under EVAL_RO too (redis_exporter --lua-script-read-only).
+return redis.call('RL.METRICS')
