@@ -315,6 +315,18 @@ def catalogue():
                  lambda k: ["RL.ALL", "2", k + ":a", k + ":b", "GCRA", BIG, "1", "1m", "NAME",
                             "rpm", "TOKENBUCKET", BIG, "1", "1m", "CHARGE", "100", "NAME", "tpm"],
                  keys_per_call=2, info_name="rl.all"))
+    # RL.ALL of one limiter (against RL.GCRA and the Lua GCRA script) and of three: the gateway
+    # call (requests, tokens, a monthly budget) that replaces three Lua calls.
+    C.append(Cmd("rl.all.one", "RL.ALL 1 key (GCRA)", "module",
+                 lambda k: ["RL.ALL", "1", k, "GCRA", BIG, "1", "1m"], lua_ref="lua.gcra",
+                 info_name="rl.all"))
+    C.append(Cmd("rl.all.gateway", "RL.ALL 3 keys, the gateway (GCRA, TOKENBUCKET, FIXED month)",
+                 "module",
+                 lambda k: ["RL.ALL", "3", k + ":a", k + ":b", k + ":c", "GCRA", BIG, "1", "1m",
+                            "NAME", "rpm", "TOKENBUCKET", BIG, "1", "1m", "CHARGE", "100", "NAME",
+                            "tpm", "FIXED", str(int(BIG) * 10), "month", "TZ", "Europe/Paris",
+                            "CHARGE", "100", "NAME", "budget"],
+                 keys_per_call=3, info_name="rl.all"))
     # The Lua scripts of today (bench/lua/*.lua), run with EVALSHA.
     C.append(Cmd("lua.gcra", "Lua GCRA (redis_rate)", "lua", lambda k: [k, BIG, "1", "60"],
                  script="gcra", remaining=lambda r: r[1] if isinstance(r, list) else None))

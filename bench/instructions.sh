@@ -52,6 +52,14 @@ for p in json.load(sys.stdin)["packages"]:
     if p["name"] == "redis-module":
         print(os.path.join(os.path.dirname(p["manifest_path"]), "src", "include"))
         break' 2>/dev/null || true)
+# Offline without every dev-dependency downloaded, cargo metadata fails: the locked version's
+# sources in cargo's registry then.
+if [ ! -f "$include/redismodule.h" ]; then
+  version=$(grep -A1 '^name = "redis-module"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
+  for dir in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/redis-module-"$version"/src/include; do
+    [ -f "$dir/redismodule.h" ] && include=$dir
+  done
+fi
 if command -v cc >/dev/null && [ -f "$include/redismodule.h" ] \
   && cc -O2 -shared -fPIC -I"$include" -o "$work/floor.so" bench/floor/floor.c; then
   floor=(--loadmodule "$work/floor.so")
@@ -142,6 +150,25 @@ table() {
   count "RL.SLIDINGCOUNTER" "" -- RL.SLIDINGCOUNTER "$K" 10000000 1m
   count "RL.SLIDING" "" -- RL.SLIDING "$K" 10000000 1000
   count "RL.ALL (GCRA + TOKENBUCKET CHARGE 100)" "" -- RL.ALL 2 "$K:a" "$K:b" GCRA 10000000 1 1m NAME rpm TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm
+  # RL.ALL against the calls it replaces (issue 29: one limiter <= 1.05x its own command; each
+  # further limiter <= 4,000; the gateway <= 26,000, <= 32,000 with a replica).
+  local G=(GCRA 10000000 1 1m)
+  count "RL.ALL 1 key (GCRA)" "" -- RL.ALL 1 "$K" "${G[@]}"
+  count "RL.ALL 2 keys (GCRA x2)" "" -- RL.ALL 2 "$K:a" "$K:b" "${G[@]}" "${G[@]}"
+  count "RL.ALL 3 keys (GCRA x3)" "" -- RL.ALL 3 "$K:a" "$K:b" "$K:c" "${G[@]}" "${G[@]}" "${G[@]}"
+  count "RL.ALL 3 keys, the gateway" "" -- RL.ALL 3 "$K:a" "$K:b" "$K:c" GCRA 10000000 1 1m NAME rpm \
+    TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm FIXED 100000000 month TZ Europe/Paris CHARGE 100 NAME budget
+  prep="RL.POLICY SET gw GCRA 10000000 1 1m NAME rpm TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm FIXED 100000000 month TZ Europe/Paris CHARGE 100 NAME budget" \
+    count "RL.ALL 3 keys POLICY gw (the gateway as a policy)" "" -- RL.ALL 3 "$K:a" "$K:b" "$K:c" POLICY gw
+  [ ${#floor[@]} -gt 0 ] && count "API floor, 3 keys (RL.ALL 3 keys' API calls only)" "" -- FLOOR.ALL 3 "$K:a" "$K:b" "$K:c"
+  # The shared options over the plain RL.GCRA call (DETAIL <= +15%, DEDUP <= +20%,
+  # HOLD .. DEDUP <= +30%, SHADOW and DELAY <= +5%).
+  count "RL.GCRA DETAIL" "" -- RL.GCRA "$K" 10000000 1 1m DETAIL
+  # DEDUP: a new id on most calls (1,000 ids over 1,000 keys), remembered by the key.
+  count "RL.GCRA DEDUP id" "" -- RL.GCRA "$K" 10000000 1 1m DEDUP "id:__rand_int__"
+  count "RL.GCRA HOLD 30s DEDUP id" "" -- RL.GCRA "$K" 10000000 1 1m HOLD 30s DEDUP "id:__rand_int__"
+  count "RL.GCRA SHADOW" "" -- RL.GCRA "$K" 10000000 1 1m SHADOW
+  count "RL.GCRA DELAY 1s" "" -- RL.GCRA "$K" 10000000 1 1m DELAY 1s
   count "RL.ACQUIRE (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a
   count "RL.ACQUIRE WAIT (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a WAIT 1s
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h

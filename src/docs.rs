@@ -18,6 +18,8 @@ pub enum Keys {
     ReadNumkeys,
     /// One key at argument 1, overwritten without being read (OW).
     Overwrite,
+    /// Key and value pairs from argument 1, each key overwritten without being read (OW).
+    OverwritePairs,
     /// No key (`RL.POLICY`: module state outside the keyspace).
     None,
 }

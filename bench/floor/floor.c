@@ -8,6 +8,12 @@
  * value (`FLOOR.SET key <32 bytes>`, as RL.GCRA propagates `RL._SET`) and fires a keyspace
  * event. RL.GCRA's count minus this one's is the module's own work per call.
  *
+ * FLOOR.ALL numkeys key [key ...] (1 to 3 keys) does the same for a granted RL.ALL call over n
+ * GCRA keys: each key opened, updated in place and given its expiry once, one reply of five
+ * integers, one propagated command carrying every new value (`FLOOR.SET key value [key value
+ * ...]`) and one keyspace event per key. RL.ALL's count minus this one's is the module's own work
+ * for n keys.
+ *
  * Built by bench/instructions.sh (cc -O2 -shared -fPIC) against the redismodule.h of the
  * redis-module crate; never loaded outside the benchmark. */
 #include <string.h>
@@ -80,22 +86,87 @@ static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
 }
 
-static int floor_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 3) return RedisModule_WrongArity(ctx);
-    size_t len;
-    const char *p = RedisModule_StringPtrLen(argv[2], &len);
-    if (len != sizeof(Value)) return RedisModule_ReplyWithError(ctx, "ERR bad value");
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    int type = RedisModule_KeyType(key);
-    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != ValueType) {
+/* Update the value of `name` as a granted GCRA call at `now` does; NULL on WRONGTYPE. */
+static Value *floor_update(RedisModuleCtx *ctx, RedisModuleString *name, long long now) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+    Value *v;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Calloc(1, sizeof(Value));
+        RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
+        v = RedisModule_ModuleTypeGetValue(key);
+    } else {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return NULL;
     }
-    Value *v = RedisModule_Alloc(sizeof(Value));
-    memcpy(v, p, sizeof(Value));
-    RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    if (v->tat < now) v->tat = now;
+    v->tat += 60000000;
+    v->last = now;
     RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
     RedisModule_CloseKey(key);
+    return v;
+}
+
+static int floor_all(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
+                                   "reset_after_ms"};
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    long long n;
+    if (RedisModule_StringToLongLong(argv[1], &n) != REDISMODULE_OK || n < 1 || n > 3 ||
+        argc != 2 + n)
+        return RedisModule_ReplyWithError(ctx, "ERR numkeys must be 1 to 3, one key each");
+    long long now = now_us();
+    Value *v[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n; i++) {
+        v[i] = floor_update(ctx, argv[2 + i], now);
+        if (v[i] == NULL) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    long long reply[5] = {1, 10000000, 9999999, 0, (v[0]->tat - now) / 1000};
+    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
+    if (resp3) {
+        RedisModule_ReplyWithMap(ctx, 5);
+    } else {
+        RedisModule_ReplyWithArray(ctx, 5);
+    }
+    for (int i = 0; i < 5; i++) {
+        if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
+        RedisModule_ReplyWithLongLong(ctx, reply[i]);
+    }
+    const char *b[3] = {(const char *)v[0], (const char *)v[n > 1 ? 1 : 0],
+                        (const char *)v[n > 2 ? 2 : 0]};
+    size_t z = sizeof(Value);
+    if (n == 1) {
+        RedisModule_Replicate(ctx, "floor.set", "sb", argv[2], b[0], z);
+    } else if (n == 2) {
+        RedisModule_Replicate(ctx, "floor.set", "sbsb", argv[2], b[0], z, argv[3], b[1], z);
+    } else {
+        RedisModule_Replicate(ctx, "floor.set", "sbsbsb", argv[2], b[0], z, argv[3], b[1], z,
+                              argv[4], b[2], z);
+    }
+    for (int i = 0; i < n; i++)
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.all", argv[2 + i]);
+    return REDISMODULE_OK;
+}
+
+static int floor_set(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3 || argc % 2 != 1) return RedisModule_WrongArity(ctx);
+    for (int i = 1; i < argc; i += 2) {
+        size_t len;
+        const char *p = RedisModule_StringPtrLen(argv[i + 1], &len);
+        if (len != sizeof(Value)) return RedisModule_ReplyWithError(ctx, "ERR bad value");
+        RedisModuleKey *key =
+            RedisModule_OpenKey(ctx, argv[i], REDISMODULE_READ | REDISMODULE_WRITE);
+        int type = RedisModule_KeyType(key);
+        if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != ValueType) {
+            RedisModule_CloseKey(key);
+            return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        }
+        Value *v = RedisModule_Alloc(sizeof(Value));
+        memcpy(v, p, sizeof(Value));
+        RedisModule_ModuleTypeSetValue(key, ValueType, v);
+        RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
+        RedisModule_CloseKey(key);
+    }
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -116,7 +187,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     if (RedisModule_CreateCommand(ctx, "floor.gcra", floor_gcra, "write deny-oom fast", 1, 1, 1) ==
         REDISMODULE_ERR)
         return REDISMODULE_ERR;
-    if (RedisModule_CreateCommand(ctx, "floor.set", floor_set, "write deny-oom", 1, 1, 1) ==
+    if (RedisModule_CreateCommand(ctx, "floor.all", floor_all, "write deny-oom fast", 2, -1, 1) ==
+        REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "floor.set", floor_set, "write deny-oom", 1, -1, 2) ==
         REDISMODULE_ERR)
         return REDISMODULE_ERR;
     return REDISMODULE_OK;

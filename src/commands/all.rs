@@ -12,21 +12,24 @@ use redis_module::Context;
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::commands::args::{Args, Options, non_negative, positive, quote};
 use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
-use crate::commands::{evaluation_time, reply_decision};
+use crate::commands::{Call, evaluation_time, reply_decision, run_call};
 use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
-    AnyParams, BESTEFFORT_CHARGES, MultiError, MultiOutcome, Slot, apply_charged,
+    AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
 use crate::core::policy::Policy;
+use crate::core::state::Stored;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -61,12 +64,12 @@ pub const POLICY: ArgDoc = opt(c"policy", ArgType::String, c"POLICY");
 /// RL.ALL's parsed arguments.
 #[derive(Debug, Clone)]
 pub struct AllRequest<'a> {
-    pub keys: Vec<&'a [u8]>,
-    pub specs: Vec<AnyParams>,
+    pub keys: Few<&'a [u8]>,
+    pub specs: Few<AnyParams>,
     /// The units asked of each limiter: its `CHARGE`, else the call's `COST`.
-    pub charges: Vec<u64>,
+    pub charges: Few<u64>,
     /// Each limiter's `NAME`, if given (the detailed reply names it by its key otherwise).
-    pub names: Vec<Option<&'a [u8]>>,
+    pub names: Few<Option<&'a [u8]>>,
     pub opts: Options,
     /// `POLICY name`: the named policy whose limiters these are (their names are its).
     pub policy: Option<Arc<Policy>>,
@@ -86,7 +89,7 @@ impl<'a> AllRequest<'a> {
             .specs
             .into_iter()
             .map(|s| s.bind_call(parsed.opts.dedup, parsed.opts.best_effort))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Few<_>, _>>()?;
         Ok(AllRequest { specs, ..parsed })
     }
 
@@ -106,7 +109,7 @@ impl<'a> AllRequest<'a> {
                 "numkeys is greater than the number of arguments",
             ));
         }
-        let keys: Vec<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
+        let keys: Few<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
         for (i, k) in keys.iter().enumerate() {
             if keys
                 .iter()
@@ -145,7 +148,7 @@ impl<'a> AllRequest<'a> {
                 .collect();
             return Self::checked(keys, limiters, opts, Some(found));
         }
-        let mut limiters = Vec::with_capacity(numkeys);
+        let mut limiters: Few<LimiterArg<'a>> = Few::with_capacity(numkeys);
         for key in &keys {
             limiters.push(parse_limiter(&mut args, key)?);
         }
@@ -161,8 +164,8 @@ impl<'a> AllRequest<'a> {
     /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
     /// charges.
     fn checked(
-        keys: Vec<&'a [u8]>,
-        limiters: Vec<LimiterArg<'a>>,
+        keys: Few<&'a [u8]>,
+        limiters: Few<LimiterArg<'a>>,
         opts: Options,
         policy: Option<Arc<Policy>>,
     ) -> Result<Self, RlError> {
@@ -176,7 +179,7 @@ impl<'a> AllRequest<'a> {
                 .iter()
                 .map(|l| (l.params.kind(), l.params.settles())),
         )?;
-        let charges: Vec<u64> = limiters
+        let charges: Few<u64> = limiters
             .iter()
             .map(|l| l.charge.unwrap_or(opts.cost))
             .collect();
@@ -194,6 +197,72 @@ impl<'a> AllRequest<'a> {
             policy,
         })
     }
+}
+
+impl AllRequest<'_> {
+    /// Whether the call is one key's own command: one key, asked the call's `COST`, with none of
+    /// what RL.ALL alone replies, counts or remembers (`DETAIL`, `SHADOW`, `DEDUP`, `HOLD`, a
+    /// named policy, a concurrency key's turn among its waiters). RL.ALL over one key replies and
+    /// writes exactly as that key's own command (the property test below), so such a call is
+    /// run as that command, on the key at argument 2.
+    fn is_its_own_command(&self) -> bool {
+        let o = &self.opts;
+        self.keys.len() == 1
+            && self.policy.is_none()
+            && self.charges.iter().all(|&c| c == o.cost)
+            && self.specs.iter().all(|s| s.kind() != Kind::Concurrency)
+            && !(o.detail || o.shadow || o.dedup.is_some() || o.hold.is_some())
+    }
+}
+
+/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
+/// and propagated as RL.ALL.
+///
+/// # Errors
+/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
+fn run_one(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    parsed: &AllRequest<'_>,
+) -> Result<(), RlError> {
+    let [spec] = &parsed.specs[..] else {
+        return Err(RlError::Arity);
+    };
+    let opts = parsed.opts;
+    crate::core::state::dispatch!(spec.state(), a => run_one_as(ctx, argv, bytes, this, a, opts))
+        .map_err(|e| match e {
+            RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
+                key: parsed.keys.first().map(|k| quote(k)).unwrap_or_default(),
+                held,
+                wanted,
+            },
+            e => e,
+        })
+}
+
+/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
+fn run_one_as<A: Stored>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    a: &A,
+    opts: Options,
+) -> Result<(), RlError> {
+    let call = Call::<A, _> {
+        params: a.params(),
+        opts,
+        command: this.name_str(),
+        event: this.name,
+        reply: |ctx, d, _| reply_decision(ctx, d),
+        name: None,
+        policy: None,
+        steps: (),
+        key: 2,
+    };
+    run_call(ctx, argv, bytes, &this.stats, call).map(|_| ())
 }
 
 /// One `limiter` of RL.ALL, RL.CHECKALL or RL.CHECK, as written: its parameters, and its
@@ -235,7 +304,10 @@ pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'
         .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
     let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
     let arity = RlError::LimiterArity(limiter.kind);
-    let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), key];
+    // On the stack: a limiter's own arguments are its name, key, positionals and options.
+    let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
+    argv.push(limiter.kind.command().as_bytes());
+    argv.push(key);
     for _ in 0..limiter.positional() {
         argv.push(args.next().ok_or_else(|| arity.clone())?);
     }
@@ -328,16 +400,19 @@ impl Run for All {
             return Ok(());
         }
         let parsed = AllRequest::parse(bytes)?;
+        if parsed.is_its_own_command() {
+            return run_one(ctx, argv, bytes, this, &parsed);
+        }
         if parsed.policy.is_some() {
             policy_state::flush_pending(ctx);
         }
         let eval = evaluation_time(ctx, parsed.opts.at)?;
         let now = eval.now;
         let req: Request = parsed.opts.request(now);
-        let names: Vec<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
+        let names: Few<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
 
-        let mut keys: Vec<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
-        let mut held = Vec::with_capacity(keys.len());
+        let mut keys: Few<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
+        let mut held: Few<_> = Few::with_capacity(keys.len());
         for key in keys.iter_mut() {
             held.push(key.limiter(this.name_str())?);
         }
@@ -357,7 +432,7 @@ impl Run for All {
         let yields = yielder.is_some();
         let mut req = req;
         req.peek |= yields;
-        let mut slots: Vec<Slot<'_>> = held
+        let mut slots: Few<Slot<'_>> = held
             .iter_mut()
             .map(|h| match h {
                 Some(state) => Slot::Existing(state),
@@ -372,7 +447,7 @@ impl Run for All {
             config::dedup_max(),
         )
         .map_err(|e| multi_error(e, &parsed.keys))?;
-        let created: Vec<Write> = slots
+        let created: Few<Write> = slots
             .into_iter()
             .map(|s| match s {
                 Slot::New(Some(state)) => Write::Created(state),
@@ -380,7 +455,7 @@ impl Run for All {
                 Slot::New(None) => Write::None,
             })
             .collect();
-        let fates: Vec<Fate> = held
+        let fates: Few<Fate> = held
             .into_iter()
             .zip(created)
             .zip(&outcome.writes)
@@ -406,13 +481,13 @@ impl Run for All {
             (true, false) => (Reason::Limit, yielder),
             (false, _) => (reason, outcome.denied_by),
         };
-        let mut keys: Vec<Touched<'_>> = keys
+        let mut keys: Few<Touched<'_>> = keys
             .into_iter()
             .zip(&names)
             .zip(fates)
             .map(|((key, name), fate)| Touched::new(key, *name, fate))
             .collect();
-        let propagate = Propagate::WithAt {
+        let propagate = Propagate::Values {
             argv,
             at_index: parsed.opts.at_index,
             now,
@@ -463,8 +538,9 @@ pub fn reply_detail(
         .iter()
         .zip(&parsed.names)
         .zip(&outcome.limiters)
+        .zip(&parsed.specs)
         .enumerate()
-        .map(|(i, ((key, name), l))| {
+        .map(|(i, (((key, name), l), spec))| {
             let from_policy = policy
                 .and_then(|p| p.def.limiters.get(i))
                 .and_then(|l| l.name.as_deref());
@@ -473,7 +549,7 @@ pub fn reply_detail(
                 key,
                 cost: l.cost,
                 verdict: l.verdict,
-                window: l.window,
+                window: spec.window(l.now),
                 policy: policy.map(|p| p.name.as_slice()),
             }
         })

@@ -317,7 +317,7 @@ impl Options {
         args: &mut Args<'a>,
         extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
     ) -> Result<Options, RlError> {
-        Options::parse_only(args, SHARED, extra)
+        Options::parse_allowed(args, None, extra)
     }
 
     /// [`Options::parse`], taking only the shared options in `allowed` (upper case): any other
@@ -328,6 +328,16 @@ impl Options {
     pub fn parse_only<'a>(
         args: &mut Args<'a>,
         allowed: &[&[u8]],
+        extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
+    ) -> Result<Options, RlError> {
+        Options::parse_allowed(args, Some(allowed), extra)
+    }
+
+    /// [`Options::parse_only`] with `allowed` the shared options (every one when `None`, which
+    /// is not looked up).
+    fn parse_allowed<'a>(
+        args: &mut Args<'a>,
+        allowed: Option<&[&[u8]]>,
         mut extra: impl FnMut(&[u8], &mut Args<'a>) -> Result<bool, RlError>,
     ) -> Result<Options, RlError> {
         let mut o = Options::default();
@@ -349,7 +359,10 @@ impl Options {
                 }
                 None => token,
             };
-            if SHARED.contains(&upper) && !allowed.contains(&upper) {
+            if let Some(allowed) = allowed
+                && SHARED.contains(&upper)
+                && !allowed.contains(&upper)
+            {
                 return Err(RlError::UnknownOption(quote(token)));
             }
             match upper {
@@ -696,5 +709,21 @@ mod tests {
             err(&[b"AT", b"soon"]),
             "ERR invalid time 'soon' for AT, expected unix milliseconds"
         );
+    }
+
+    /// The shared options the parser knows ([`SHARED`]) are those COMMAND DOCS lists for every
+    /// limiter command (`docs::SHARED_OPTIONS`), and `DELAY`, documented on the commands whose
+    /// algorithm takes it.
+    #[test]
+    fn parsed_shared_options_are_the_documented_ones() {
+        let mut documented: Vec<&[u8]> = crate::docs::SHARED_OPTIONS
+            .iter()
+            .chain([&crate::docs::DELAY])
+            .map(|a| a.token.unwrap().to_bytes())
+            .collect();
+        documented.sort();
+        let mut parsed = SHARED.to_vec();
+        parsed.sort();
+        assert_eq!(parsed, documented);
     }
 }

@@ -62,7 +62,7 @@ pub fn parse<'a>(items: &'a [&'a [u8]]) -> Result<AllRequest<'a>, RlError> {
         .specs
         .into_iter()
         .map(|s| s.bind_call(Some(CHECK_LEASE), false))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<crate::core::few::Few<_>, _>>()?;
     Ok(AllRequest { specs, ..parsed })
 }
 

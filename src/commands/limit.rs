@@ -126,6 +126,7 @@ fn limit_with<A: Stored>(
         name: hooks.name,
         policy: Some(hooks.policy),
         steps: (),
+        key: 1,
     };
     run_call(ctx, argv, bytes, &this.stats, call)
 }

@@ -268,6 +268,9 @@ pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict), S: S
     pub policy: Option<&'c [u8]>,
     /// The command's own steps around the call's apply (`()`: none).
     pub steps: S,
+    /// The key's position in the call's arguments: 1, or 2 for RL.ALL over one key
+    /// (`numkeys` first).
+    pub key: usize,
 }
 
 /// A command's own steps in [`run_call`]'s flow, around applying the call to its key; by
@@ -359,12 +362,13 @@ pub fn run<C: LimiterCommand>(
         name: None,
         policy: None,
         steps: (),
+        key: 1,
     };
     run_call(ctx, argv, bytes, stats, call).map(|_| ())
 }
 
 /// [`run`] once the call's parameters and options are known (`call`); `argv` is what a write
-/// propagates (the key at 1). `None` when the call's steps took it over ([`Steps::after`]).
+/// propagates (the key at `call.key`). `None` when the call's steps took it over ([`Steps::after`]).
 ///
 /// # Errors
 /// As [`run`].
@@ -387,7 +391,7 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
         A::KIND,
         A::REFUND == crate::core::limiter::Refund::Units,
     )))?;
-    let Some(key_name) = argv.get(1) else {
+    let Some(key_name) = argv.get(call.key) else {
         return Err(RlError::Arity);
     };
     // The clock is read once per command; `AT` replaces it.

@@ -50,6 +50,47 @@ pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> boo
     })
 }
 
+/// A written value short enough to replicate as itself: its encoding, on the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct ShortValue {
+    bytes: [u8; STATE_REPLICATION_MAX],
+    len: usize,
+}
+
+impl ShortValue {
+    /// `state`'s encoding when it is at most [`STATE_REPLICATION_MAX`] bytes.
+    pub fn of(state: Encodable<'_>) -> Option<ShortValue> {
+        let mut bytes = [0u8; STATE_REPLICATION_MAX];
+        if let Some(payload) = state.fixed_payload() {
+            let len = payload.len();
+            bytes.get_mut(..len)?.copy_from_slice(&payload);
+            return Some(ShortValue { bytes, len });
+        }
+        if state.surely_longer_than(STATE_REPLICATION_MAX) {
+            return None;
+        }
+        PAYLOAD.with_borrow_mut(|buf| {
+            buf.clear();
+            state.encode_into(buf);
+            let len = buf.len();
+            bytes.get_mut(..len)?.copy_from_slice(buf);
+            Some(ShortValue { bytes, len })
+        })
+    }
+
+    /// The encoding.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// Propagate `RL._SET key value [key value ...]`, each written key with its short value, as one
+/// command; `false` (nothing propagated) when there are more than
+/// [`ffi::replicate::PAIRS_MAX`] of them.
+pub fn replicate_values(ctx: &Context, values: &[(Arg<'_>, &[u8])]) -> bool {
+    ffi::replicate::replicate_key_byte_pairs(ctx, SET_COMMAND, values)
+}
+
 /// Propagate command `name` with `argv` (minus `argv[0]` and any `AT t` pair at `at_index`) and
 /// `AT <now>`: the deterministic form of a call whose result depended on the clock.
 ///

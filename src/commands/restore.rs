@@ -1,6 +1,6 @@
 //! RL._RESTORE key payload [PXAT ms]: recreate a limiter from its encoded state.
-//! RL._SET key payload: the same, with the expiry the state implies (how a granted call of a
-//! small limiter replicates).
+//! RL._SET key payload [key payload ...]: the same, with the expiry the state implies (how a
+//! granted call of small limiters replicates: one pair per key it wrote).
 //!
 //! AOF rewrite writes one per key (with `aof-use-rdb-preamble no`; Redis appends the key's
 //! `PEXPIREAT` itself). Like RESTORE, both are `@admin @dangerous` (and in no category that lets
@@ -14,8 +14,9 @@ use crate::commands::args::{Args, parse_u64};
 use crate::commands::row::{Command, Run};
 use crate::core::LimiterState;
 use crate::core::codec;
+use crate::core::few::Few;
 use crate::core::time::expiry_ms;
-use crate::docs::{ArgType, CommandDoc, KEY, arg, opt};
+use crate::docs::{ArgDoc, ArgType, CommandDoc, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
 use crate::ffi::key::{Holding, LimiterKey};
@@ -36,10 +37,18 @@ pub const RESTORE_DOC: CommandDoc = CommandDoc {
 
 /// RL._SET's COMMAND DOCS.
 pub const SET_DOC: CommandDoc = CommandDoc {
-    arity: 3,
+    arity: -3,
     summary: c"Internal: store a limiter's encoded state, expiring when the state says (how a granted call replicates)",
     complexity: c"O(N) where N is the size of the payload",
-    args: &[KEY, arg(c"payload", ArgType::String)],
+    args: &[
+        KEY,
+        arg(c"payload", ArgType::String),
+        ArgDoc {
+            optional: true,
+            multiple: true,
+            ..arg(c"key-and-payload", ArgType::String)
+        },
+    ],
     shared_options: false,
 };
 
@@ -95,6 +104,20 @@ fn store(
     state: LimiterState,
     expire_at: Option<i64>,
 ) -> Result<(), RlError> {
+    put(ctx, name, state, expire_at)?;
+    ctx.replicate_verbatim();
+    reply::ok(ctx);
+    Ok(())
+}
+
+/// Store `state` under `name` (not over a key of another type), expiring at `expire_at` ms when
+/// given.
+fn put(
+    ctx: &Context,
+    name: Arg<'_>,
+    state: LimiterState,
+    expire_at: Option<i64>,
+) -> Result<(), RlError> {
     let mut key = LimiterKey::open(ctx, name);
     if let Holding::Other | Holding::Stream = key.holding() {
         return Err(RlError::WrongType);
@@ -103,39 +126,50 @@ fn store(
     if let Some(ms) = expire_at {
         key.set_expire_at(ms);
     }
-    drop(key);
-    ctx.replicate_verbatim();
-    reply::ok(ctx);
     Ok(())
 }
 
 /// The command a limiter's new value replicates as.
 pub const SET_COMMAND: &std::ffi::CStr = c"rl._set";
 
-/// RL._SET key payload: store the encoded value, expiring when it says (when the limiter is
-/// fresh again and its `DEDUP` ids are forgotten), as the master's call that wrote it did.
+/// RL._SET key payload [key payload ...]: store each encoded value, expiring when it says (when
+/// the limiter is fresh again and its `DEDUP` ids are forgotten), as the master's call that wrote
+/// it did. Several pairs are how RL.ALL propagates its keys, in one command: every payload and
+/// key is checked before any key is written.
 pub struct Set;
 
 impl Run for Set {
     /// # Errors
-    /// Arity, a bad payload, WRONGTYPE for a key of a non-module type.
+    /// Arity, a bad payload, WRONGTYPE for a key of a non-module type; nothing is written then.
     fn run(
         ctx: &Context,
         argv: Argv<'_>,
         _bytes: &[&[u8]],
         _this: &'static Command,
     ) -> Result<(), RlError> {
-        let (3, Some(name), Some(payload)) = (argv.len(), argv.get(1), argv.get(2)) else {
+        if argv.len() < 3 || argv.len().is_multiple_of(2) {
             return Err(RlError::Arity);
-        };
-        run_set(ctx, name, payload.bytes())
+        }
+        let mut pairs: Few<(Arg<'_>, LimiterState)> = Few::with_capacity(argv.len() / 2);
+        let mut args = argv.iter().skip(1);
+        while let (Some(name), Some(payload)) = (args.next(), args.next()) {
+            let state = codec::decode(payload.bytes()).ok_or(RlError::Payload)?;
+            pairs.push((name, state));
+        }
+        // One pair is checked as it is written; several all before the first is.
+        for (name, _) in pairs.iter().filter(|_| argv.len() > 3) {
+            let mut key = LimiterKey::open(ctx, *name);
+            if let Holding::Other | Holding::Stream = key.holding() {
+                return Err(RlError::WrongType);
+            }
+        }
+        for (name, state) in pairs {
+            // As the write that made it: never before its last update.
+            let expires_at = expiry_ms(state.expiry(state.last_update));
+            put(ctx, name, state, Some(expires_at))?;
+        }
+        ctx.replicate_verbatim();
+        reply::ok(ctx);
+        Ok(())
     }
-}
-
-/// RL._SET of `payload` at key `name`; on `Ok` it has replied.
-fn run_set(ctx: &Context, name: Arg<'_>, payload: &[u8]) -> Result<(), RlError> {
-    let state = codec::decode(payload).ok_or(RlError::Payload)?;
-    // As the write that made it: never before its last update.
-    let expires_at = expiry_ms(state.expiry(state.last_update));
-    store(ctx, name, state, Some(expires_at))
 }

@@ -63,6 +63,7 @@ impl Command {
         match self.keys {
             Keys::Numkeys | Keys::ReadNumkeys | Keys::None => (0, 0, 0),
             Keys::Update | Keys::Read | Keys::Overwrite => (1, 1, 1),
+            Keys::OverwritePairs => (1, -1, 2),
         }
     }
 }

@@ -112,7 +112,7 @@ crate::core::kind::each!(
     Settle =>      c"rl.settle",                     settle::Settle,                     c"write getkeys-api",          Numkeys,   c"write",           &settle::DOC,                    Some("rl_settle");
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;
-    Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             Overwrite, c"admin dangerous", &restore::SET_DOC,               None;
+    Set =>         c"rl._set",                       restore::Set,                       c"write deny-oom",             OverwritePairs, c"admin dangerous", &restore::SET_DOC,          None;
     Limit =>       c"rl.limit",                      limit::Limit,                       c"write deny-oom fast",        Update,    c"write fast",      &limit::DOC,                     Some("rl_limit");
     // RL.POLICY's subcommands (`container|sub`): module state, no key; administration (SET, DEL,
     // DUMP, RESTORE) is @admin only, reading (GET, LIST) @read and in the module's category.
@@ -349,10 +349,11 @@ mod tests {
                 matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys),
                 "{name}"
             );
-            let range = if matches!(c.keys, Keys::Numkeys | Keys::ReadNumkeys | Keys::None) {
-                (0, 0, 0)
-            } else {
-                (1, 1, 1)
+            let range = match c.keys {
+                Keys::Numkeys | Keys::ReadNumkeys | Keys::None => (0, 0, 0),
+                // RL._SET key payload [key payload ...]
+                Keys::OverwritePairs => (1, -1, 2),
+                Keys::Update | Keys::Read | Keys::Overwrite => (1, 1, 1),
             };
             assert_eq!(c.key_range(), range, "{name}");
         }

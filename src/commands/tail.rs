@@ -8,8 +8,11 @@ use std::ffi::CStr;
 use redis_module::Context;
 
 use crate::commands::evaluation::Evaluation;
-use crate::commands::propagate::{replicate_argv_with_at, replicate_expiry, replicate_state};
+use crate::commands::propagate::{
+    ShortValue, replicate_argv_with_at, replicate_expiry, replicate_state, replicate_values,
+};
 use crate::commands::row::Command;
+use crate::core::few::Few;
 use crate::core::flow::Write;
 use crate::core::packed::StateMut;
 use crate::core::{LimiterState, Micros};
@@ -122,6 +125,13 @@ pub enum Propagate<'a> {
         at_index: Option<usize>,
         now: Micros,
     },
+    /// Every written key's new value itself, in one command (`RL._SET key payload [key payload
+    /// ...]`), when every one is short and they are few, else as [`Propagate::WithAt`]: RL.ALL.
+    Values {
+        argv: Argv<'a>,
+        at_index: Option<usize>,
+        now: Micros,
+    },
     /// The command with the call's arguments, as they are (a write that does not depend on the
     /// clock).
     Plain(Argv<'a>),
@@ -187,19 +197,89 @@ pub fn finish(
     count: impl Into<Count>,
     reply: impl FnOnce(&Context),
 ) -> Result<(), RlError> {
+    if let Propagate::Values {
+        argv,
+        at_index,
+        now,
+    } = propagate
+    {
+        return finish_values(ctx, tail, eval, keys, (argv, at_index, now), count, reply);
+    }
     let mut wrote = false;
     for k in keys.iter_mut() {
         wrote |= write_key(ctx, tail, eval, k, propagate)?;
     }
     if wrote {
         match propagate {
-            Propagate::Value { .. } => {}
+            Propagate::Value { .. } | Propagate::Values { .. } => {}
             Propagate::WithAt {
                 argv,
                 at_index,
                 now,
             } => replicate_argv_with_at(ctx, tail.event, argv, at_index, now),
             Propagate::Plain(args) => ffi::replicate::replicate(ctx, tail.event, args),
+        }
+        if eval.keep_until.is_some() {
+            for k in keys.iter() {
+                if let Fate::Written { expires_at, .. } = k.fate {
+                    replicate_expiry(ctx, k.name, eval.expiry(expires_at));
+                }
+            }
+        }
+        for k in keys.iter().filter(|k| k.fate.written()) {
+            notify(ctx, tail.event, k.name);
+        }
+    }
+    tail.stats.record(count);
+    reply(ctx);
+    Ok(())
+}
+
+/// [`finish`] under [`Propagate::Values`]: every written key's new value stored and read while
+/// its key is open; then each key expired and closed, and the call propagated as those values
+/// when every one is short (`RL._SET`), else as the command with `AT` (`call`: its arguments,
+/// the index of any `AT t`, the time), then as [`finish`].
+fn finish_values(
+    ctx: &Context,
+    tail: Tail,
+    eval: Evaluation,
+    keys: &mut [Touched<'_>],
+    call: (Argv<'_>, Option<usize>, Micros),
+    count: impl Into<Count>,
+    reply: impl FnOnce(&Context),
+) -> Result<(), RlError> {
+    let mut values: Few<Option<ShortValue>> = Few::with_capacity(keys.len());
+    let mut short = true;
+    for k in keys.iter_mut() {
+        let value = match &mut k.fate {
+            Fate::Written { new, .. } => {
+                if let Some(state) = new.take() {
+                    k.key.set(state)?;
+                }
+                let value = match k.key.holding() {
+                    Holding::Limiter(v) if short => ShortValue::of(v.stored()),
+                    _ => None,
+                };
+                short &= value.is_some();
+                value
+            }
+            Fate::Unchanged | Fate::Deleted => None,
+        };
+        values.push(value);
+    }
+    let mut wrote = false;
+    for k in keys.iter_mut() {
+        wrote |= write_key(ctx, tail, eval, k, Propagate::Plain(call.0))?;
+    }
+    if wrote {
+        let pairs: Few<(Arg<'_>, &[u8])> = keys
+            .iter()
+            .zip(&values)
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k.name, v.bytes())))
+            .collect();
+        if !(short && replicate_values(ctx, &pairs)) {
+            let (argv, at_index, now) = call;
+            replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
         }
         if eval.keep_until.is_some() {
             for k in keys.iter() {

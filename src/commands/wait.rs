@@ -253,6 +253,7 @@ pub fn acquire(
                 wait,
                 yields: false,
             },
+            key: 1,
         };
         run_call(ctx, argv, bytes, stats, call).map(|_| ())
     };

@@ -300,6 +300,10 @@ pub trait Algorithm: Sized + Clone {
         Vec::new()
     }
 
+    /// Whether [`Self::bind_call`] can change the parameters (it does only where it is
+    /// overridden): RL.ALL leaves the others as parsed.
+    const BINDS_CALL: bool = false;
+
     /// Fit `params` parsed inside RL.ALL to the call's shared options (a concurrency limiter
     /// takes its lease id from `DEDUP`); nothing to do by default.
     ///

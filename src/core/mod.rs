@@ -45,6 +45,7 @@ pub mod dedup;
 mod delay_tests;
 pub mod error;
 pub mod extras;
+pub mod few;
 #[cfg(test)]
 mod fixed_calendar_tests;
 pub mod fixed_window;

@@ -8,6 +8,7 @@
 
 use crate::core::dedup::DedupId;
 use crate::core::error::CoreError;
+pub use crate::core::few::Few;
 pub use crate::core::flow::Slot;
 use crate::core::flow::{self, Judged, Settle};
 use crate::core::kind::Kind;
@@ -40,6 +41,9 @@ impl AnyParams {
         dedup: Option<DedupId>,
         best_effort: bool,
     ) -> Result<AnyParams, CoreError> {
+        if !dispatch!(&self.0, spec => binds_like(spec)) {
+            return Ok(self);
+        }
         dispatch!(&self.0, spec => bind_like(spec, dedup, best_effort))
     }
 
@@ -220,6 +224,11 @@ fn settle_like<A: Stored>(
     flow::settle::<A>(slot, spec.params(), now, action, remember, dedup_max)
 }
 
+/// [`crate::core::limiter::Algorithm::BINDS_CALL`] for `spec`'s algorithm.
+fn binds_like<A: Stored>(_spec: &A) -> bool {
+    A::BINDS_CALL
+}
+
 /// [`AnyParams::bind_call`] for `spec`'s algorithm.
 fn bind_like<A: Stored>(
     spec: &A,
@@ -239,8 +248,9 @@ pub struct LimiterDetail {
     /// Its reply after the call: `granted` the units charged to it (or remembered for the
     /// call's `DEDUP` id), the rest as in the merged reply, for its own cost.
     pub verdict: Verdict,
-    /// The time over which its limit applies ([`crate::core::limiter::Algorithm::window`]).
-    pub window: Micros,
+    /// The time the call was evaluated at on its key ([`Judged::now`]): its window
+    /// ([`AnyParams::window`]) is found from it when a detailed reply asks.
+    pub now: Micros,
     /// Why it denied the call ([`Judged::reason`]).
     pub reason: Reason,
 }
@@ -252,11 +262,11 @@ pub struct MultiOutcome {
     pub verdict: Verdict,
     /// Per key, in order: `Some(expiry)` when the key was written (a `Slot::New` then holds the
     /// value to store).
-    pub writes: Vec<Option<Micros>>,
+    pub writes: Few<Option<Micros>>,
     /// A key is blocked (it denied the call, or `BLOCK d` blocked it).
     pub blocked: bool,
     /// Per key, in order: its part of the call.
-    pub limiters: Vec<LimiterDetail>,
+    pub limiters: Few<LimiterDetail>,
     /// Why the call was denied ([`Reason::of_call`]), and the index of the key that denied it.
     pub reason: Reason,
     pub denied_by: Option<usize>,
@@ -338,10 +348,10 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
 /// The amount the call grants and the amount each key is charged: with `BESTEFFORT` the least
 /// any key grants (every key is asked the same cost), else the call's cost and each key's own
 /// cost if every key grants it (a blocked key grants nothing, not even 0 units), else nothing.
-fn choose(req: &Request, judged: &[Judged]) -> (u64, Vec<u64>) {
+fn choose(req: &Request, judged: &[Judged]) -> (u64, Few<u64>) {
     if req.best_effort {
         let least = judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0);
-        (least, vec![least; judged.len()])
+        (least, Few::from_elem(least, judged.len()))
     } else if judged
         .iter()
         .all(|j| j.blocked.is_none() && j.verdict.granted == j.cost)
@@ -349,7 +359,7 @@ fn choose(req: &Request, judged: &[Judged]) -> (u64, Vec<u64>) {
         // A blocked key denies even a charge of 0.
         (req.cost, judged.iter().map(|j| j.cost).collect())
     } else {
-        (0, vec![0; judged.len()])
+        (0, Few::from_elem(0, judged.len()))
     }
 }
 
@@ -360,8 +370,8 @@ fn judge_all(
     specs: &[AnyParams],
     charges: &[u64],
     req: &Request,
-) -> Result<Vec<Judged>, MultiError> {
-    let judged: Vec<Result<Judged, CoreError>> = slots
+) -> Result<Few<Judged>, MultiError> {
+    let judged: Few<Result<Judged, CoreError>> = slots
         .iter()
         .zip(specs)
         .zip(charges)
@@ -411,7 +421,7 @@ fn delay_all(
         .zip(specs)
         .zip(judged.iter())
         .map(|((slot, spec), j)| spec.reserve(slot.state(), *j, at))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Few<_>, _>>()?;
     judged.copy_from_slice(&reserved);
     Ok(())
 }
@@ -428,7 +438,7 @@ pub fn apply_all(
     req: &Request,
     dedup_max: usize,
 ) -> Result<MultiOutcome, MultiError> {
-    let charges = vec![req.cost; specs.len()];
+    let charges: Few<u64> = Few::from_elem(req.cost, specs.len());
     apply_charged(slots, specs, &charges, req, dedup_max)
 }
 
@@ -479,8 +489,8 @@ fn apply_caught_up(
             Some(s) => s.caught_up(req.now),
             None => Ok(None),
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut inner: Vec<Slot<'_>> = slots
+        .collect::<Result<Few<_>, _>>()?;
+    let mut inner: Few<Slot<'_>> = slots
         .iter_mut()
         .zip(copies.iter_mut())
         .map(|(slot, copy)| match (copy, slot) {
@@ -490,7 +500,7 @@ fn apply_caught_up(
         })
         .collect();
     let outcome = apply_now(&mut inner, specs, charges, req, dedup_max);
-    let created: Vec<Option<Option<LimiterState>>> = inner
+    let created: Few<Option<Option<LimiterState>>> = inner
         .into_iter()
         .map(|slot| match slot {
             Slot::New(n) => Some(n),
@@ -529,19 +539,18 @@ fn apply_now(
     if let Some(d) = req.delay {
         delay_all(slots, specs, &mut judged, d)?;
     }
-    let reasons: Vec<Reason> = judged.iter().map(Judged::reason).collect();
+    let reasons: Few<Reason> = judged.iter().map(Judged::reason).collect();
     let (reason, denied_by) = Reason::of_call(reasons.iter().copied());
-    let detail = |verdicts: Vec<Verdict>, granted: &[u64]| -> Vec<LimiterDetail> {
+    let detail = |verdicts: Few<Verdict>, granted: &[u64]| -> Few<LimiterDetail> {
         verdicts
             .into_iter()
-            .zip(specs)
             .zip(&judged)
             .zip(&reasons)
             .zip(granted)
-            .map(|((((v, spec), j), &reason), &granted)| LimiterDetail {
+            .map(|(((v, j), &reason), &granted)| LimiterDetail {
                 cost: j.cost,
                 verdict: Verdict { granted, ..v },
-                window: spec.window(j.now),
+                now: j.now,
                 reason,
             })
             .collect()
@@ -558,7 +567,7 @@ fn apply_now(
             .zip(specs)
             .zip(&judged)
             .map(|((slot, spec), j)| spec.after(slot.state(), j.now, j.cost, Some(Retry::Granted)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Few<_>, _>>()?;
         // The call's grant: the remembered one when every key was asked the call's cost (a
         // BESTEFFORT call may have been granted less), else the call's cost.
         let granted = if charges.iter().all(|&c| c == req.cost) {
@@ -566,10 +575,10 @@ fn apply_now(
         } else {
             req.cost
         };
-        let each: Vec<u64> = judged.iter().map(|j| j.remembered.unwrap_or(0)).collect();
+        let each: Few<u64> = judged.iter().map(|j| j.remembered.unwrap_or(0)).collect();
         return Ok(MultiOutcome {
             verdict: combine(granted, &verdicts, charges),
-            writes: vec![None; slots.len()],
+            writes: Few::from_elem(None, slots.len()),
             blocked: false,
             limiters: detail(verdicts, &each),
             reason: Reason::Granted,
@@ -579,7 +588,7 @@ fn apply_now(
     let (granted, amounts) = choose(req, &judged);
     // What each key does: charged its amount (which every key can be, checked before any key
     // changes), or, when denied, blocked by `BLOCK d` if it denied.
-    let mut actions = Vec::with_capacity(judged.len());
+    let mut actions: Few<Settle> = Few::with_capacity(judged.len());
     for (((slot, spec), j), &amount) in slots.iter().zip(specs).zip(&judged).zip(&amounts) {
         let action = j.settles(req, amount);
         if let Settle::Charge(n) = action {
@@ -595,8 +604,8 @@ fn apply_now(
     }
     let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
     // Settle every key (a copy when peeking), then read each key's reply from its state after.
-    let mut verdicts = Vec::with_capacity(judged.len());
-    let mut writes = Vec::with_capacity(judged.len());
+    let mut verdicts: Few<Verdict> = Few::with_capacity(judged.len());
+    let mut writes: Few<Option<Micros>> = Few::with_capacity(judged.len());
     for ((((slot, spec), j), action), &amount) in slots
         .iter_mut()
         .zip(specs)
@@ -604,6 +613,22 @@ fn apply_now(
         .zip(actions)
         .zip(&amounts)
     {
+        // A key charged its whole cost as judged replies what it was judged to (as its own
+        // command does): the state after the charge is the one its verdict describes.
+        let whole = amount > 0 && amount == j.cost && amount == j.verdict.granted;
+        if whole && matches!(action, Settle::Charge(_) | Settle::Reserve(..)) {
+            // A `PEEK` changes nothing, as its own command's does.
+            let written = match req.peek {
+                true => None,
+                false => spec.settle(slot, j.now, action, flow::Remember::of(req), dedup_max)?,
+            };
+            verdicts.push(Verdict {
+                granted: 0,
+                ..j.verdict
+            });
+            writes.push(written);
+            continue;
+        }
         let mut copy;
         let target: &mut Slot<'_> = if req.peek && action != Settle::Keep {
             copy = Slot::New(slot.state().cloned());

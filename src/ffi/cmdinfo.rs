@@ -47,7 +47,7 @@ fn key_spec(keys: Keys) -> Option<KeySpec> {
     let flags = match keys {
         Keys::Update | Keys::Numkeys => KeySpecFlags::READ_WRITE | KeySpecFlags::UPDATE,
         Keys::Read | Keys::ReadNumkeys => KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS,
-        Keys::Overwrite => KeySpecFlags::OVERWRITE,
+        Keys::Overwrite | Keys::OverwritePairs => KeySpecFlags::OVERWRITE,
         Keys::None => return None,
     };
     if matches!(keys, Keys::Numkeys | Keys::ReadNumkeys) {
@@ -56,6 +56,15 @@ fn key_spec(keys: Keys) -> Option<KeySpec> {
             flags,
             BeginSearch::new_index(1),
             FindKeys::new_keys_num(0, 1, 1),
+        ));
+    }
+    if keys == Keys::OverwritePairs {
+        // From argument 1 to the last, every other argument.
+        return Some(KeySpec::new(
+            None,
+            flags,
+            BeginSearch::new_index(1),
+            FindKeys::new_range(-1, 2, 0),
         ));
     }
     Some(KeySpec::new(

@@ -104,6 +104,81 @@ pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]
     };
 }
 
+/// Most key-value pairs [`replicate_key_byte_pairs`] propagates in one command.
+pub const PAIRS_MAX: usize = 4;
+
+/// Propagate `cmd key value [key value ...]` (one command, no MULTI around it): each pair's key
+/// string and bytes, which Redis turns into a string itself. `false` (nothing propagated) for no
+/// pair or more than [`PAIRS_MAX`].
+pub fn replicate_key_byte_pairs(ctx: &Context, cmd: &CStr, pairs: &[(Arg<'_>, &[u8])]) -> bool {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return false;
+    };
+    let name = cmd.as_ptr();
+    let p = |(k, v): &(Arg<'_>, &[u8])| (k.raw(), v.as_ptr().cast::<c_char>(), v.len());
+    match pairs {
+        [a] => {
+            let (k1, v1, n1) = p(a);
+            // SAFETY: format "sb" takes a RedisModuleString and a (pointer, length) buffer per
+            // pair; every key is a live string of this call and every value lives for the call;
+            // Redis retains or copies them.
+            unsafe { f(ctx.ctx, name, c"sb".as_ptr(), k1, v1, n1) };
+        }
+        [a, b] => {
+            let ((k1, v1, n1), (k2, v2, n2)) = (p(a), p(b));
+            // SAFETY: as for one pair, "sb" once per pair.
+            unsafe { f(ctx.ctx, name, c"sbsb".as_ptr(), k1, v1, n1, k2, v2, n2) };
+        }
+        [a, b, c] => {
+            let ((k1, v1, n1), (k2, v2, n2), (k3, v3, n3)) = (p(a), p(b), p(c));
+            // SAFETY: as for one pair, "sb" once per pair.
+            unsafe {
+                f(
+                    ctx.ctx,
+                    name,
+                    c"sbsbsb".as_ptr(),
+                    k1,
+                    v1,
+                    n1,
+                    k2,
+                    v2,
+                    n2,
+                    k3,
+                    v3,
+                    n3,
+                )
+            };
+        }
+        [a, b, c, d] => {
+            let ((k1, v1, n1), (k2, v2, n2)) = (p(a), p(b));
+            let ((k3, v3, n3), (k4, v4, n4)) = (p(c), p(d));
+            // SAFETY: as for one pair, "sb" once per pair.
+            unsafe {
+                f(
+                    ctx.ctx,
+                    name,
+                    c"sbsbsbsb".as_ptr(),
+                    k1,
+                    v1,
+                    n1,
+                    k2,
+                    v2,
+                    n2,
+                    k3,
+                    v3,
+                    n3,
+                    k4,
+                    v4,
+                    n4,
+                )
+            };
+        }
+        _ => return false,
+    }
+    true
+}
+
 /// Propagate `cmd key kw value` (one command): the call's key string, the C string `kw` and the
 /// bytes `value`, which Redis turns into strings itself.
 pub fn replicate_key_kw_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, kw: &CStr, value: &[u8]) {

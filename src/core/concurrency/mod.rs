@@ -287,6 +287,8 @@ impl Algorithm for Concurrency {
         now
     }
 
+    const BINDS_CALL: bool = true;
+
     fn bind_call(
         params: &mut ConcurrencyParams,
         dedup: Option<DedupId>,
