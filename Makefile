@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients test-metrics ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go) and the metrics through redis_exporter and Prometheus
+test: test-unit test-integration test-matrix test-examples test-clients test-metrics test-rls ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, and the Envoy rate limit service
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -74,6 +74,10 @@ test-go: deps build ## The Go client (clients/go): gofmt, go vet, staticcheck, g
 
 test-metrics: deps build ## The metrics through the real tools: promtool check/test rules, the dashboard's lint, redis_exporter (--script) and Prometheus scraping a server under load; installs Go (if missing), redis_exporter and promtool into ~/.cache/redis-ratelimit/metrics-tools
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/metrics.sh
+
+.PHONY: test-rls
+test-rls: deps build ## The Envoy rate limit service (rls/): gofmt, go vet, staticcheck, unit tests, side by side with envoyproxy/ratelimit on Redis 7.0, a short load run; installs Go tools and builds envoyproxy/ratelimit from the Go module proxy if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/rls.sh
 
 # Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
 FUZZ_CASES ?= 100000
