@@ -25,7 +25,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release dist deb wheel test-dist test-deb test-wheel test-release test test-unit test-integration test-matrix test-examples test-clients test-go test-metrics fuzz lint \
+.PHONY: help deps build release dist deb wheel test-dist test-deb test-wheel test-release test test-unit test-integration test-matrix test-examples test-clients test-go test-metrics test-rls fuzz lint \
 	fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-stream bench-instructions clean
 
@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients test-metrics test-release ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, and the release artifacts
+test: test-unit test-integration test-matrix test-examples test-clients test-metrics test-rls test-release ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, the Envoy rate limit service, and the release artifacts
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -74,6 +74,10 @@ test-go: deps build ## The Go client (clients/go): gofmt, go vet, staticcheck, g
 
 test-metrics: deps build ## The metrics through the real tools: promtool check/test rules, the dashboard's lint, redis_exporter (--script) and Prometheus scraping a server under load; installs Go (if missing), redis_exporter and promtool into ~/.cache/redis-ratelimit/metrics-tools
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/metrics.sh
+
+.PHONY: test-rls
+test-rls: deps build ## The Envoy rate limit service (rls/): gofmt, go vet, staticcheck, unit tests, side by side with envoyproxy/ratelimit on Redis 7.0, a short load run; installs Go tools and builds envoyproxy/ratelimit from the Go module proxy if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/rls.sh
 
 # Release artifacts (scripts/dist.sh, scripts/deb.sh, scripts/wheel.py), all under dist/.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
