@@ -66,11 +66,8 @@ impl<'a> CheckRequest<'a> {
         }
         let limiter = parse_limiter(&mut args, key)?;
         let spec = limiter.params;
-        let mut opts = Options::parse_only(
-            &mut args,
-            &[b"COST", b"BESTEFFORT", b"SHADOW", b"DETAIL", b"AT"],
-            |_, _| Ok(false),
-        )?;
+        let mut opts =
+            Options::parse_only(&mut args, crate::commands::options::CHECK, |_, _| Ok(false))?;
         // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
         if let Some(charge) = limiter.charge {
             if opts.best_effort && charge != opts.cost {
