@@ -98,8 +98,10 @@ pub const REFUND: &[Token] = &[DEDUP, AT];
 /// `takes` of RL.SETTLE and RL.BLOCK.
 pub const AT_ONLY: &[Token] = &[AT];
 
-/// RL.ACQUIRE's rules, in the order `acquire_args::parse_acquire` and `wait::acquire` check.
-const ACQUIRE_RULES: &[Rule] = &[
+/// RL.ACQUIRE's rules, in the order it checks them: `HOLD` as it parses
+/// (`acquire_args::parse_with`), then [`ACQUIRE_PARSED`] (`acquire_args::parse_acquire`, which
+/// applies them all again), then `DELAY` (`wait::acquire`, after `WAIT`'s own bound).
+const ACQUIRE_RULES: &[Rule; 7] = &[
     Rule::Alone(HOLD, HOLD_NO_CONCURRENCY),
     Rule::Alone(BESTEFFORT, UNKNOWN_BESTEFFORT),
     Rule::Alone(DEDUP, UNKNOWN_DEDUP),
@@ -108,6 +110,9 @@ const ACQUIRE_RULES: &[Rule] = &[
     Rule::Pair(WAIT, BLOCK, WAIT_BLOCK),
     Rule::Alone(DELAY, NO_DELAY_CONCURRENCY),
 ];
+
+/// RL.ACQUIRE's rules that `acquire_args::parse_acquire` applies: all but `DELAY`'s.
+pub const ACQUIRE_PARSED: &[Rule] = ACQUIRE_RULES.split_at(6).0;
 
 /// A window algorithm's rules: `DELAY` refused (`Options::check_delay`), then `HOLD` without
 /// `DEDUP` (`Options::check_hold`).
@@ -196,6 +201,15 @@ pub const TABLE: &[CommandOptions] = &[
     },
 ];
 
+/// The error of the first of `rules` that refuses the options for which `has` holds.
+pub fn refusal(rules: &[Rule], has: impl Fn(Token) -> bool) -> Option<&'static str> {
+    rules.iter().find_map(|rule| match *rule {
+        Rule::Alone(a, e) => has(a).then_some(e),
+        Rule::Pair(a, b, e) => (has(a) && has(b)).then_some(e),
+        Rule::Needs(a, b, e) => (has(a) && !has(b)).then_some(e),
+    })
+}
+
 /// `command`'s row.
 pub fn of(command: &str) -> Option<&'static CommandOptions> {
     TABLE
@@ -218,18 +232,10 @@ impl CommandOptions {
                 ));
             }
         }
-        let has = |t: Token| given.contains(&t);
-        for rule in self.rules {
-            let refused = match *rule {
-                Rule::Alone(a, e) => has(a).then_some(e),
-                Rule::Pair(a, b, e) => (has(a) && has(b)).then_some(e),
-                Rule::Needs(a, b, e) => (has(a) && !has(b)).then_some(e),
-            };
-            if let Some(e) = refused {
-                return Err(e.to_string());
-            }
+        match refusal(self.rules, |t| given.contains(&t)) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The options it takes on their own or with others (not refused whatever comes with
