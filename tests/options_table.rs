@@ -1,7 +1,8 @@
 //! The option table (`src/commands/options.rs`) holds: every command of it, called with every
 //! option alone and with every ordered pair of options (the same one twice included), is
 //! accepted or refused exactly as the table says, with the table's error text, and a refused
-//! call changes nothing (`DEBUG DIGEST` before and after).
+//! call changes nothing (`DEBUG DIGEST` before and after). The refusals that depend on a
+//! limiter (`LIMITER_RULES`) are each refused with their text, changing nothing.
 
 mod common;
 use common::*;
@@ -10,7 +11,7 @@ use common::*;
 #[path = "../src/commands/options.rs"]
 mod options;
 
-use options::{TABLE, Token, UNIVERSE};
+use options::{LIMITER_RULES, TABLE, Token, UNIVERSE};
 
 /// The policy RL.LIMIT applies: one GCRA limiter, as the table's RL.LIMIT row assumes.
 const POLICY: &str = "options_table";
@@ -124,4 +125,38 @@ fn every_command_option_and_pair_is_as_the_table_says() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn every_limiter_rule_is_refused_with_its_text() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Something in the dataset for a refused call to leave alone.
+    c.ints(&["RL.GCRA", "present", "10", "10", "1h"]);
+    for (i, rule) in LIMITER_RULES.iter().enumerate() {
+        let key = format!("lr{i}");
+        let mut call: Vec<String> = vec![rule.command.to_string()];
+        match rule.command {
+            "RL.ALL" => call.extend(["1".to_string(), key]),
+            "RL.CHECK" => call.push(key),
+            "RL.LIMIT" => {
+                let spec = rule.args[0]
+                    .strip_prefix("<policy:")
+                    .and_then(|p| p.strip_suffix('>'))
+                    .expect("a policy");
+                let name = format!("lr{i}");
+                let mut set = vec!["RL.POLICY", "SET", &name];
+                set.extend(spec.split(' '));
+                assert!(!c.cmd(&set).is_error(), "{set:?}");
+                call.extend([key, name]);
+            }
+            other => panic!("no call of {other}"),
+        }
+        if rule.command != "RL.LIMIT" {
+            call.extend(rule.args.iter().map(|a| a.to_string()));
+        }
+        let before = c.cmd(&["DEBUG", "DIGEST"]);
+        assert_eq!(c.err(&call), format!("ERR {}", rule.error), "{call:?}");
+        assert_eq!(c.cmd(&["DEBUG", "DIGEST"]), before, "{call:?}");
+    }
 }

@@ -78,7 +78,7 @@ impl<'a> CheckRequest<'a> {
         // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
         if opts.best_effort && spec.kind() == Kind::Concurrency {
             return Err(RlError::Conflict(
-                "BESTEFFORT does not apply to CONCURRENCY",
+                crate::core::concurrency::BESTEFFORT_NO_CONCURRENCY,
             ));
         }
         Ok(CheckRequest {

@@ -201,6 +201,80 @@ pub const TABLE: &[CommandOptions] = &[
     },
 ];
 
+/// The error of `BESTEFFORT` with a concurrency limiter (`core::concurrency`).
+pub const BESTEFFORT_NO_CONCURRENCY: &str = "BESTEFFORT does not apply to CONCURRENCY";
+/// The error of a concurrency limiter in RL.ALL without `DEDUP id` (`core::concurrency`).
+pub const ALL_NEEDS_LEASE_ID: &str = "CONCURRENCY in RL.ALL needs DEDUP id (the lease id)";
+/// The error of RL.LIMIT under a concurrency policy without `DEDUP id`.
+pub const POLICY_NEEDS_LEASE_ID: &str = "a CONCURRENCY policy needs DEDUP id (the lease id)";
+/// The error of `BESTEFFORT` when a limiter's `CHARGE` is not the `COST` (`core::multi`).
+pub const BESTEFFORT_CHARGES: &str = "BESTEFFORT does not apply to a CHARGE other than COST";
+
+/// A refusal that depends on a limiter of the call (RL.ALL's and RL.CHECK's limiters, RL.LIMIT's
+/// policy), not on the options alone: the call's arguments after the key(s) and the error.
+/// [`TABLE`] assumes limiters that refuse nothing (GCRA); these are the others.
+#[derive(Debug, Clone, Copy)]
+pub struct LimiterRule {
+    pub command: &'static str,
+    /// The limiter(s), the options, as typed (`<policy:…>` names a policy set first).
+    pub args: &'static [&'static str],
+    pub error: &'static str,
+}
+
+/// Every refusal of an option with a limiter.
+pub const LIMITER_RULES: &[LimiterRule] = &[
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["FIXED", "10", "1h", "DELAY", "1s"],
+        error: NO_DELAY_FIXED,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["SLIDING", "10", "1h", "DELAY", "1s"],
+        error: NO_DELAY_SLIDING,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["SLIDINGCOUNTER", "10", "1h", "DELAY", "1s"],
+        error: NO_DELAY_SLIDINGCOUNTER,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["CONCURRENCY", "10", "1h", "DEDUP", "x", "HOLD", "1h"],
+        error: HOLD_NO_CONCURRENCY,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["CONCURRENCY", "10", "1h", "DEDUP", "x", "BESTEFFORT"],
+        error: BESTEFFORT_NO_CONCURRENCY,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["CONCURRENCY", "10", "1h"],
+        error: ALL_NEEDS_LEASE_ID,
+    },
+    LimiterRule {
+        command: "RL.ALL",
+        args: &["GCRA", "10", "10", "1h", "CHARGE", "2", "BESTEFFORT"],
+        error: BESTEFFORT_CHARGES,
+    },
+    LimiterRule {
+        command: "RL.CHECK",
+        args: &["CONCURRENCY", "10", "1h", "BESTEFFORT"],
+        error: BESTEFFORT_NO_CONCURRENCY,
+    },
+    LimiterRule {
+        command: "RL.CHECK",
+        args: &["GCRA", "10", "10", "1h", "CHARGE", "2", "BESTEFFORT"],
+        error: BESTEFFORT_CHARGES,
+    },
+    LimiterRule {
+        command: "RL.LIMIT",
+        args: &["<policy:CONCURRENCY 10 1h>"],
+        error: POLICY_NEEDS_LEASE_ID,
+    },
+];
+
 /// The error of the first of `rules` that refuses the options for which `has` holds.
 pub fn refusal(rules: &[Rule], has: impl Fn(Token) -> bool) -> Option<&'static str> {
     rules.iter().find_map(|rule| match *rule {

@@ -31,6 +31,15 @@ fn the_tables_texts_are_the_errors_texts() {
         assert_eq!(RlError::NoDelay(kind).to_string(), format!("ERR {text}"));
     }
     assert_eq!(
+        crate::core::concurrency::BESTEFFORT_NO_CONCURRENCY,
+        BESTEFFORT_NO_CONCURRENCY
+    );
+    assert_eq!(
+        crate::core::concurrency::ALL_NEEDS_LEASE_ID,
+        ALL_NEEDS_LEASE_ID
+    );
+    assert_eq!(crate::core::multi::BESTEFFORT_CHARGES, BESTEFFORT_CHARGES);
+    assert_eq!(
         RlError::UnknownOption("BESTEFFORT".into()).to_string(),
         format!("ERR {UNKNOWN_BESTEFFORT}")
     );
