@@ -38,23 +38,27 @@ pub fn parse_acquire(
     if parsed.params.id().is_none() {
         return Err(RlError::Syntax("RL.ACQUIRE needs ID id"));
     }
-    // The option table's refusals: BESTEFFORT and DEDUP, WAIT with PEEK, AT or BLOCK.
-    let has = |t| {
-        if t == options::WAIT {
-            wait.is_some()
-        } else {
-            parsed.opts.has(t)
-        }
-    };
-    if let Some(e) = options::refusal(options::ACQUIRE_PARSED, has) {
-        return Err(RlError::Conflict(e));
+    if parsed.opts.best_effort {
+        return Err(RlError::Conflict(options::UNKNOWN_BESTEFFORT));
     }
-    if let Some(w) = wait
-        && w.timeout > config::max_wait_us()
-    {
-        return Err(RlError::Conflict(
-            "WAIT timeout must be at most ratelimit.max-wait",
-        ));
+    if parsed.opts.dedup.is_some() {
+        return Err(RlError::Conflict(options::UNKNOWN_DEDUP));
+    }
+    if let Some(w) = wait {
+        if parsed.opts.peek {
+            return Err(RlError::Conflict(options::WAIT_PEEK));
+        }
+        if parsed.opts.at.is_some() {
+            return Err(RlError::Conflict(options::WAIT_AT));
+        }
+        if parsed.opts.block.is_some() {
+            return Err(RlError::Conflict(options::WAIT_BLOCK));
+        }
+        if w.timeout > config::max_wait_us() {
+            return Err(RlError::Conflict(
+                "WAIT timeout must be at most ratelimit.max-wait",
+            ));
+        }
     }
     Ok((parsed, wait))
 }

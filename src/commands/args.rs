@@ -403,25 +403,6 @@ impl Options {
         Ok(o)
     }
 
-    /// Whether the shared option `token` (upper case, as in [`SHARED`]) was given, for the
-    /// option table's rules (`commands::options::refusal`). `COST` counts as given when it is
-    /// not the default 1 (`COST 1` is the default spelled out; no rule names `COST`).
-    pub fn has(&self, token: &[u8]) -> bool {
-        match token {
-            b"COST" => self.cost != 1,
-            b"PEEK" => self.peek,
-            b"SHADOW" => self.shadow,
-            b"BESTEFFORT" => self.best_effort,
-            b"DEDUP" => self.dedup.is_some(),
-            b"BLOCK" => self.block.is_some(),
-            b"DELAY" => self.delay.is_some(),
-            b"HOLD" => self.hold.is_some(),
-            b"AT" => self.at.is_some(),
-            b"DETAIL" => self.detail,
-            _ => false,
-        }
-    }
-
     /// The core request at evaluation time `now`.
     pub fn request(&self, now: Micros) -> Request {
         Request {

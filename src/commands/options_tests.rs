@@ -177,37 +177,3 @@ fn verdicts_follow_the_rules() {
         Err("syntax error, AT given more than once".to_string())
     );
 }
-
-/// No rule names `COST`: `Options::has` knows it only by its value.
-#[test]
-fn no_rule_names_cost() {
-    for row in TABLE {
-        for rule in row.rules {
-            let (a, b) = match *rule {
-                Rule::Alone(a, _) => (a, a),
-                Rule::Pair(a, b, _) | Rule::Needs(a, b, _) => (a, b),
-            };
-            assert!(a != COST && b != COST, "{}", row.command);
-        }
-    }
-}
-
-/// `Options::has` answers for every shared option as parsed.
-#[test]
-fn options_know_which_were_given() {
-    use crate::commands::args::{Args, Options};
-    for &t in SHARED {
-        let mut items: Vec<&[u8]> = vec![t];
-        match t {
-            b"COST" => items.push(b"2"),
-            b"DEDUP" => items.push(b"x"),
-            b"BLOCK" | b"DELAY" | b"HOLD" => items.push(b"1s"),
-            b"AT" => items.push(b"1000"),
-            _ => {}
-        }
-        let o = Options::parse(&mut Args::new(&items), |_, _| Ok(false)).unwrap();
-        for &u in UNIVERSE {
-            assert_eq!(o.has(u), u == t, "{:?} {:?}", t, u);
-        }
-    }
-}
