@@ -25,7 +25,7 @@ SERVERS_ENV := $(RL_SERVERS_VENV)/servers.env
 # Only the tests/*.rs files; the unit and property tests run in test-unit.
 ITEST := RL_MODULE=$(SO_DEBUG) $(CARGO) test --test '*' -- --test-threads=$(TEST_THREADS)
 
-.PHONY: help deps build release test test-unit test-integration test-matrix test-examples test-clients test-go test-metrics fuzz lint \
+.PHONY: help deps build release dist deb wheel test-dist test-deb test-wheel test-release test test-unit test-integration test-matrix test-examples test-clients test-go test-metrics test-rls fuzz lint \
 	fmt fmt-check \
 	check memcheck run stop bench bench-quick bench-stream bench-instructions clean
 
@@ -42,7 +42,7 @@ build: deps ## Debug build of the module (target/debug/libredis_ratelimit.so)
 release: deps ## Release build of the module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --lib --release
 
-test: test-unit test-integration test-matrix test-examples test-clients test-metrics ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go) and the metrics through redis_exporter and Prometheus
+test: test-unit test-integration test-matrix test-examples test-clients test-metrics test-rls test-release ## Every test: unit + property, integration on Redis 7.0, then on Redis 7.4, 8.2 and Valkey 8/9, then the examples, the client packages (Python, Node, Go), the metrics through redis_exporter and Prometheus, the Envoy rate limit service, and the release artifacts
 
 test-unit: deps ## Unit and property tests (cargo test --lib)
 	$(CARGO) test --lib
@@ -74,6 +74,43 @@ test-go: deps build ## The Go client (clients/go): gofmt, go vet, staticcheck, g
 
 test-metrics: deps build ## The metrics through the real tools: promtool check/test rules, the dashboard's lint, redis_exporter (--script) and Prometheus scraping a server under load; installs Go (if missing), redis_exporter and promtool into ~/.cache/redis-ratelimit/metrics-tools
 	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/metrics.sh
+
+.PHONY: test-rls
+test-rls: deps build ## The Envoy rate limit service (rls/): gofmt, go vet, staticcheck, unit tests, side by side with envoyproxy/ratelimit on Redis 7.0, a short load run; installs Go tools and builds envoyproxy/ratelimit from the Go module proxy if missing
+	RL_MODULE=$(SO_DEBUG) RL_SERVER=$(REDIS_SERVER) scripts/rls.sh
+
+# Release artifacts (scripts/dist.sh, scripts/deb.sh, scripts/wheel.py), all under dist/.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)
+DIST_SO := $(CURDIR)/dist/redis-ratelimit-$(VERSION)-linux-x86_64/libredis_ratelimit.so
+WHEEL := dist/redis_ratelimit_module-$(VERSION)-py3-none-manylinux_2_17_x86_64.whl
+# What runs on the tarball's module: a smoke suite of every command, the upgrade fixtures, the version.
+RELEASE_TESTS := RL_MODULE=$(DIST_SO) $(CARGO) test --test smoke --test upgrade --test version -- --test-threads=$(TEST_THREADS)
+
+dist: deps ## Release tarball dist/redis-ratelimit-<version>-linux-x86_64.tar.gz: the stripped module for glibc 2.17 (cargo-zigbuild and ziglang from PyPI), glibc check, config snippet, LICENSE, CHANGELOG, SHA256SUMS
+	scripts/dist.sh
+
+deb: dist ## Debian package dist/redis-ratelimit_<version>-1_amd64.deb of the tarball's module (dpkg-deb; lintian from apt, fails on an error)
+	scripts/deb.sh
+
+wheel: dist ## Wheel dist/redis_ratelimit_module-<version>-py3-none-manylinux_2_17_x86_64.whl carrying the tarball's module (auditwheel from PyPI checks the tag)
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) python3 scripts/wheel.py $(VERSION) $(DIST_SO) LICENSE dist
+	"$$(scripts/release-tools.sh)/auditwheel" show $(WHEEL)
+
+test-dist: deps dist ## The tarball's module on Redis 7.0, 7.4, 8.2, Valkey 8 and 9: smoke suite of every command, upgrade fixtures, version
+	@scripts/servers.sh
+	@. "$(SERVERS_ENV)"; for s in REDIS70 REDIS74 REDIS82 VALKEY8 VALKEY9; do \
+		bin=$${!s}; ld=; [ $$s = REDIS74 ] && ld=$$SSL11_LIBDIR; \
+		echo "==> the tarball's module on $$s: $$bin"; \
+		RL_SERVER="$$bin" RL_LD_LIBRARY_PATH="$$ld" $(RELEASE_TESTS) || exit 1; \
+	done
+
+test-deb: deps deb ## Install the .deb (dpkg -i, as root), load it into Debian's redis-server from the packaged path, smoke-test, purge
+	scripts/test-deb.sh
+
+test-wheel: deps wheel ## The wheel in a fresh virtualenv: path(), the Python client's pytest fixture finding it, the smoke suite
+	scripts/test-wheel.sh
+
+test-release: test-dist test-deb test-wheel ## The release artifacts: the tarball's module on all five servers, the .deb installed, the wheel installed
 
 # Vectors per command of `make fuzz` (`make test` runs the fuzzer's default, 2000).
 FUZZ_CASES ?= 100000

@@ -66,9 +66,27 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     Status::Ok
 }
 
+/// The module's version as `MODULE LIST` shows it, `major * 10000 + minor * 100 + patch` (the
+/// encoding Redis modules use), from Cargo.toml's version; `INFO ratelimit` shows it as text.
+const MODULE_VERSION: i32 = {
+    const fn number(s: &str) -> i32 {
+        let b = s.as_bytes();
+        let mut i = 0;
+        let mut n = 0;
+        while i < b.len() {
+            n = n * 10 + (b[i] - b'0') as i32;
+            i += 1;
+        }
+        n
+    }
+    number(env!("CARGO_PKG_VERSION_MAJOR")) * 10000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"))
+};
+
 redis_module! {
     name: "ratelimit",
-    version: 1,
+    version: MODULE_VERSION,
     allocator: (ModuleAlloc, ModuleAlloc {}),
     data_types: [RL_TYPE],
     init: init,

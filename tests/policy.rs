@@ -614,8 +614,11 @@ fn info_counters_add_up_to_the_calls_made_as_an_exporter_reads_them() {
             "{name}"
         );
         let numeric = value.parse::<f64>().is_ok();
-        // Text fields: the checksum, and the per-command dictionaries (`calls=..,granted=..`).
-        let known_text = name == "ratelimit_policies_checksum" || value.contains('=');
+        // Text fields: the checksum, the version, and the per-command dictionaries
+        // (`calls=..,granted=..`).
+        let known_text = name == "ratelimit_policies_checksum"
+            || name == "ratelimit_version"
+            || value.contains('=');
         assert!(numeric || known_text, "{line}");
         if numeric {
             fields.insert(name.to_string(), value.parse::<u64>().unwrap());

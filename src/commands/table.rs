@@ -160,7 +160,7 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-/// `INFO ratelimit`: one line per counted command, in table order,
+/// `INFO ratelimit`: `ratelimit_version:<major.minor.patch>`, then one line per counted command, in table order,
 /// `ratelimit_<command>:calls=..,granted=..,denied=..,shadow_denied=..`, the command's name
 /// with `_` for `.` (`ratelimit_rl_gcra`); then the named policies
 /// (`ratelimit_policies:<count>`, `ratelimit_policies_checksum:<hex>`,
@@ -169,7 +169,10 @@ pub fn register(ctx: &Context) -> Result<(), String> {
 /// for `RL.ACQUIRE ... WAIT`.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &redis_module::InfoContext, _for_crash_report: bool) -> redis_module::RedisResult<()> {
-    let mut section = ctx.builder().add_section("stats");
+    let mut section = ctx
+        .builder()
+        .add_section("stats")
+        .field("version", env!("CARGO_PKG_VERSION"))?;
     for s in COMMANDS.iter().map(|c| &c.stats) {
         let Some(name) = s.name else { continue };
         let count = |c: &AtomicU64| i64::try_from(c.load(Ordering::Relaxed)).unwrap_or(i64::MAX);

@@ -31,6 +31,9 @@ const START_DEADLINE: Duration = Duration::from_secs(10);
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
 /// Read timeout of a [`Conn`]: a reply slower than this fails the test.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a replica may take to link up or catch up: a full sync on a loaded 2-core machine
+/// (four test servers at a time) has taken over 10 s.
+const REPLICATION_DEADLINE: Duration = Duration::from_secs(30);
 /// Attempts at starting a server when another process took the free port first.
 const START_ATTEMPTS: usize = 5;
 /// Log lines printed when a test panics while a server is up.
@@ -192,7 +195,7 @@ impl Server {
         Server::spawn(dir.to_path_buf(), false, extra, module_args())
     }
 
-    /// Start a replica of `master` and wait (10 s) until its link is up.
+    /// Start a replica of `master` and wait (30 s) until its link is up.
     pub fn replica_of(master: &Server) -> Server {
         Server::replica_of_with(master, &[])
     }
@@ -207,7 +210,7 @@ impl Server {
         let mut c = replica.conn();
         wait_until(
             &format!("replica {} linked to master {}", replica.port, master.port),
-            Duration::from_secs(10),
+            REPLICATION_DEADLINE,
             || c.info_field("replication", "master_link_status").as_deref() == Some("up"),
         );
         replica
@@ -560,12 +563,12 @@ pub fn aof_file(dir: &Path, suffix: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
 }
 
-/// Wait (10 s) until the replica has processed everything the master has sent: the master's
+/// Wait (30 s) until the replica has processed everything the master has sent: the master's
 /// `master_repl_offset` equals the replica's `slave_repl_offset`.
 pub fn wait_replica_synced(master: &Server, replica: &Server) {
     let mut m = master.conn();
     let mut r = replica.conn();
-    let end = Instant::now() + Duration::from_secs(10);
+    let end = Instant::now() + REPLICATION_DEADLINE;
     loop {
         let mo = m.info_field("replication", "master_repl_offset");
         let ro = r.info_field("replication", "slave_repl_offset");
@@ -574,7 +577,7 @@ pub fn wait_replica_synced(master: &Server, replica: &Server) {
         }
         if Instant::now() >= end {
             panic!(
-                "replica {} not synced with master {} after 10s: master_repl_offset={mo:?} \
+                "replica {} not synced with master {} after 30s: master_repl_offset={mo:?} \
                  slave_repl_offset={ro:?}",
                 replica.port, master.port
             );
