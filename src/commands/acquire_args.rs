@@ -3,6 +3,7 @@
 
 use crate::commands::Parsed;
 use crate::commands::args::{Args, Options, duration, positive};
+use crate::commands::options;
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::ConcurrencyParams;
@@ -38,20 +39,20 @@ pub fn parse_acquire(
         return Err(RlError::Syntax("RL.ACQUIRE needs ID id"));
     }
     if parsed.opts.best_effort {
-        return Err(RlError::UnknownOption("BESTEFFORT".into()));
+        return Err(RlError::Conflict(options::UNKNOWN_BESTEFFORT));
     }
     if parsed.opts.dedup.is_some() {
-        return Err(RlError::UnknownOption("DEDUP".into()));
+        return Err(RlError::Conflict(options::UNKNOWN_DEDUP));
     }
     if let Some(w) = wait {
         if parsed.opts.peek {
-            return Err(RlError::Conflict("WAIT cannot be combined with PEEK"));
+            return Err(RlError::Conflict(options::WAIT_PEEK));
         }
         if parsed.opts.at.is_some() {
-            return Err(RlError::Conflict("WAIT cannot be combined with AT"));
+            return Err(RlError::Conflict(options::WAIT_AT));
         }
         if parsed.opts.block.is_some() {
-            return Err(RlError::Conflict("WAIT cannot be combined with BLOCK"));
+            return Err(RlError::Conflict(options::WAIT_BLOCK));
         }
         if w.timeout > config::max_wait_us() {
             return Err(RlError::Conflict(

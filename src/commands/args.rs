@@ -240,29 +240,13 @@ pub fn format_at(us: Micros) -> String {
     String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
-/// The error of `HOLD` without `DEDUP`.
-pub const HOLD_NEEDS_DEDUP: &str = "HOLD needs DEDUP id (the reservation is settled by its id)";
-
-/// The error of `HOLD` on a concurrency limiter.
-pub const HOLD_NO_CONCURRENCY: &str =
-    "HOLD does not apply to a concurrency limiter, its units come back with RL.RELEASE";
+pub use crate::commands::options::{HOLD_NEEDS_DEDUP, HOLD_NO_CONCURRENCY};
 
 /// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
 const OPTION_MAX: usize = 16;
 
-/// The shared options, as typed (upper case).
-pub const SHARED: &[&[u8]] = &[
-    b"COST",
-    b"PEEK",
-    b"SHADOW",
-    b"BESTEFFORT",
-    b"DEDUP",
-    b"BLOCK",
-    b"DELAY",
-    b"HOLD",
-    b"AT",
-    b"DETAIL",
-];
+/// The shared options, as typed (upper case): the option table's (`commands::options`).
+pub const SHARED: &[&[u8]] = crate::commands::options::SHARED;
 
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

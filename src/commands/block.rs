@@ -53,7 +53,9 @@ impl BlockRequest {
         let _name = args.required()?;
         let _key = args.required()?;
         let d = duration(args.required()?, "duration")?;
-        let opts = Options::parse_only(&mut args, &[b"AT"], |_, _| Ok(false))?;
+        let opts = Options::parse_only(&mut args, crate::commands::options::AT_ONLY, |_, _| {
+            Ok(false)
+        })?;
         Ok(BlockRequest { d, opts })
     }
 }

@@ -66,11 +66,8 @@ impl<'a> CheckRequest<'a> {
         }
         let limiter = parse_limiter(&mut args, key)?;
         let spec = limiter.params;
-        let mut opts = Options::parse_only(
-            &mut args,
-            &[b"COST", b"BESTEFFORT", b"SHADOW", b"DETAIL", b"AT"],
-            |_, _| Ok(false),
-        )?;
+        let mut opts =
+            Options::parse_only(&mut args, crate::commands::options::CHECK, |_, _| Ok(false))?;
         // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
         if let Some(charge) = limiter.charge {
             if opts.best_effort && charge != opts.cost {
@@ -81,7 +78,7 @@ impl<'a> CheckRequest<'a> {
         // As RL.ACQUIRE and RL.ALL: a lease holds all it asked for or nothing.
         if opts.best_effort && spec.kind() == Kind::Concurrency {
             return Err(RlError::Conflict(
-                "BESTEFFORT does not apply to CONCURRENCY",
+                crate::core::concurrency::BESTEFFORT_NO_CONCURRENCY,
             ));
         }
         Ok(CheckRequest {

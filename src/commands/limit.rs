@@ -69,7 +69,7 @@ impl Run for Limit {
         let spec = if limiter.params.kind() == Kind::Concurrency {
             if opts.dedup.is_none() {
                 return Err(RlError::Conflict(
-                    "a CONCURRENCY policy needs DEDUP id (the lease id)",
+                    crate::commands::options::POLICY_NEEDS_LEASE_ID,
                 ));
             }
             bound = limiter

@@ -41,6 +41,9 @@ pub mod info;
 pub mod leaky_bucket;
 pub mod limit;
 pub mod metrics;
+pub mod options;
+#[cfg(test)]
+mod options_tests;
 pub mod policy;
 pub mod policy_state;
 pub mod propagate;

@@ -46,7 +46,9 @@ impl RefundRequest {
         let _name = args.required()?;
         let _key = args.required()?;
         let units = positive(args.required()?, "units")?;
-        let opts = Options::parse_only(&mut args, &[b"DEDUP", b"AT"], |_, _| Ok(false))?;
+        let opts = Options::parse_only(&mut args, crate::commands::options::REFUND, |_, _| {
+            Ok(false)
+        })?;
         Ok(RefundRequest { units, opts })
     }
 }

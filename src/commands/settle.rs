@@ -86,7 +86,9 @@ impl<'a> SettleRequest<'a> {
         let units = (0..numkeys)
             .map(|_| non_negative(args.required()?, "units"))
             .collect::<Result<Vec<u64>, RlError>>()?;
-        let opts = Options::parse_only(&mut args, &[b"AT"], |_, _| Ok(false))?;
+        let opts = Options::parse_only(&mut args, crate::commands::options::AT_ONLY, |_, _| {
+            Ok(false)
+        })?;
         Ok(SettleRequest {
             keys,
             id: DedupId::of(id),

@@ -28,6 +28,13 @@
 
 mod leases;
 
+/// The error of `BESTEFFORT` on a concurrency limiter (a lease holds all it asked for or
+/// nothing).
+pub const BESTEFFORT_NO_CONCURRENCY: &str = "BESTEFFORT does not apply to CONCURRENCY";
+
+/// The error of a concurrency limiter in RL.ALL without `DEDUP id`.
+pub const ALL_NEEDS_LEASE_ID: &str = "CONCURRENCY in RL.ALL needs DEDUP id (the lease id)";
+
 pub use leases::{Lease, Leases};
 
 use crate::core::dedup::DedupId;
@@ -295,13 +302,9 @@ impl Algorithm for Concurrency {
         best_effort: bool,
     ) -> Result<(), CoreError> {
         if best_effort {
-            return Err(CoreError::Refused(
-                "BESTEFFORT does not apply to CONCURRENCY",
-            ));
+            return Err(CoreError::Refused(BESTEFFORT_NO_CONCURRENCY));
         }
-        params.id = Some(dedup.ok_or(CoreError::Refused(
-            "CONCURRENCY in RL.ALL needs DEDUP id (the lease id)",
-        ))?);
+        params.id = Some(dedup.ok_or(CoreError::Refused(ALL_NEEDS_LEASE_ID))?);
         Ok(())
     }
 
