@@ -219,19 +219,8 @@ pub fn finish(
             } => replicate_argv_with_at(ctx, tail.event, argv, at_index, now),
             Propagate::Plain(args) => ffi::replicate::replicate(ctx, tail.event, args),
         }
-        if eval.keep_until.is_some() {
-            for k in keys.iter() {
-                if let Fate::Written { expires_at, .. } = k.fate {
-                    replicate_expiry(ctx, k.name, eval.expiry(expires_at));
-                }
-            }
-        }
-        for k in keys.iter().filter(|k| k.fate.written()) {
-            notify(ctx, tail.event, k.name);
-        }
     }
-    tail.stats.record(count);
-    reply(ctx);
+    after_propagation(ctx, tail, eval, keys, wrote, count, reply);
     Ok(())
 }
 
@@ -281,8 +270,27 @@ fn finish_values(
             let (argv, at_index, now) = call;
             replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
         }
+    }
+    after_propagation(ctx, tail, eval, keys, wrote, count, reply);
+    Ok(())
+}
+
+/// What [`finish`] does after the call is propagated, whatever its form: if any key was
+/// written, the expiry of each key kept longer than its state implies, then the event on each
+/// written key; the call counted and `reply` sent.
+#[inline(always)]
+fn after_propagation(
+    ctx: &Context,
+    tail: Tail,
+    eval: Evaluation,
+    keys: &[Touched<'_>],
+    wrote: bool,
+    count: impl Into<Count>,
+    reply: impl FnOnce(&Context),
+) {
+    if wrote {
         if eval.keep_until.is_some() {
-            for k in keys.iter() {
+            for k in keys {
                 if let Fate::Written { expires_at, .. } = k.fate {
                     replicate_expiry(ctx, k.name, eval.expiry(expires_at));
                 }
@@ -294,7 +302,6 @@ fn finish_values(
     }
     tail.stats.record(count);
     reply(ctx);
-    Ok(())
 }
 
 /// One key's part of [`finish`]: its new value stored, its expiry set as `eval` says (the value propagated
