@@ -161,6 +161,14 @@ table() {
   prep="RL.POLICY SET gw GCRA 10000000 1 1m NAME rpm TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm FIXED 100000000 month TZ Europe/Paris CHARGE 100 NAME budget" \
     count "RL.ALL 3 keys POLICY gw (the gateway as a policy)" "" -- RL.ALL 3 "$K:a" "$K:b" "$K:c" POLICY gw
   [ ${#floor[@]} -gt 0 ] && count "API floor, 3 keys (RL.ALL 3 keys' API calls only)" "" -- FLOOR.ALL 3 "$K:a" "$K:b" "$K:c"
+  # The same floors given RL.ALL's whole request (the limiters are read by Redis, not by the
+  # floor): what Redis alone spends on that call, against which RL.ALL's own work is measured.
+  if [ ${#floor[@]} -gt 0 ]; then
+    count "API floor, RL.ALL 1 key's request" "" -- FLOOR.ALL 1 "$K" "${G[@]}"
+    count "API floor, RL.ALL 3 keys (GCRA x3)'s request" "" -- FLOOR.ALL 3 "$K:a" "$K:b" "$K:c" "${G[@]}" "${G[@]}" "${G[@]}"
+    count "API floor, the gateway's request" "" -- FLOOR.ALL 3 "$K:a" "$K:b" "$K:c" GCRA 10000000 1 1m NAME rpm \
+      TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm FIXED 100000000 month TZ Europe/Paris CHARGE 100 NAME budget
+  fi
   # The shared options over the plain RL.GCRA call (DETAIL <= +15%, DEDUP <= +20%,
   # HOLD .. DEDUP <= +30%, SHADOW and DELAY <= +5%).
   count "RL.GCRA DETAIL" "" -- RL.GCRA "$K" 10000000 1 1m DETAIL
