@@ -19,12 +19,12 @@ use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
-use crate::commands::{Call, evaluation_time, reply_decision, run_call};
+use crate::commands::{Call, LimiterCommand, evaluation_time, reply_decision, run_call};
 use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
-use crate::core::limiter::{Decision, Reason, Request};
+use crate::core::limiter::{Algorithm, Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
@@ -74,6 +74,9 @@ pub struct AllRequest<'a> {
     /// `POLICY name`: the named policy whose limiters these are (their names are its).
     pub policy: Option<Arc<Policy>>,
 }
+
+/// RL.ALL's registered name (in errors).
+pub const NAME: &str = "rl.all";
 
 /// The shared options RL.ALL takes.
 const ALL_OPTIONS: &[&[u8]] = crate::commands::args::SHARED;
@@ -215,6 +218,72 @@ impl AllRequest<'_> {
     }
 }
 
+/// RL.ALL over one key run as that key's own command when it is one
+/// ([`AllRequest::is_its_own_command`]), its limiter parsed straight into its algorithm's
+/// parameters by its command's parser: `None` for any other call, and for any call with an
+/// argument error (the whole parse then replies it, as every other call's).
+fn run_alone(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Option<Result<(), RlError>> {
+    let (Some(numkeys), Some(key), Some(rest)) = (bytes.get(1), bytes.get(2), bytes.get(3..))
+    else {
+        return None;
+    };
+    if crate::commands::args::parse_u64(numkeys) != Some(1) {
+        return None;
+    }
+    let mut args = Args::new(rest);
+    let words = limiter_words(&mut args, key).ok()?;
+    let opts = Options::parse_only(&mut args, ALL_OPTIONS, |_, _| Ok(false)).ok()?;
+    if words.charge.is_some_and(|c| c != opts.cost)
+        || opts.detail
+        || opts.shadow
+        || opts.dedup.is_some()
+        || opts.hold.is_some()
+    {
+        return None;
+    }
+    (words.limiter.alone)(ctx, argv, bytes, this, &words.argv, opts)
+}
+
+/// [`run_alone`] for the algorithm of command `C`, on its limiter's own arguments `words`
+/// (its command's name and key first): `None` when they do not parse, or when the algorithm
+/// binds its parameters to the call or waits its turn among the key's waiters (a concurrency
+/// key), which only RL.ALL's own path does.
+pub fn run_alone_as<C: LimiterCommand>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    words: &[&[u8]],
+    opts: Options,
+) -> Option<Result<(), RlError>> {
+    if <C::Algo as Algorithm>::BINDS_CALL || C::Algo::KIND == Kind::Concurrency {
+        return None;
+    }
+    let params = C::parse_limiter(words).ok()?.params;
+    Some(
+        run_one_as::<C::Algo>(ctx, argv, bytes, this, &params, opts).map_err(|e| {
+            key_error(e, bytes.get(2).copied().unwrap_or_default())
+        }),
+    )
+}
+
+/// A WRONGTYPE error of RL.ALL's `key`, naming the key.
+fn key_error(e: RlError, key: &[u8]) -> RlError {
+    match e {
+        RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
+            key: quote(key),
+            held,
+            wanted,
+        },
+        e => e,
+    }
+}
+
 /// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
 /// and propagated as RL.ALL.
 ///
@@ -231,19 +300,12 @@ fn run_one(
         return Err(RlError::Arity);
     };
     let opts = parsed.opts;
-    crate::core::state::dispatch!(spec.state(), a => run_one_as(ctx, argv, bytes, this, a, opts))
-        .map_err(|e| match e {
-            RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
-                key: parsed.keys.first().map(|k| quote(k)).unwrap_or_default(),
-                held,
-                wanted,
-            },
-            e => e,
-        })
+    crate::core::state::dispatch!(spec.state(), a => run_one_of(ctx, argv, bytes, this, a, opts))
+        .map_err(|e| key_error(e, parsed.keys.first().copied().unwrap_or_default()))
 }
 
 /// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
-fn run_one_as<A: Stored>(
+fn run_one_of<A: Stored>(
     ctx: &Context,
     argv: Argv<'_>,
     bytes: &[&[u8]],
@@ -251,10 +313,22 @@ fn run_one_as<A: Stored>(
     a: &A,
     opts: Options,
 ) -> Result<(), RlError> {
+    run_one_as::<A>(ctx, argv, bytes, this, a.params(), opts)
+}
+
+/// [`run_one`] for algorithm `A` with parameters `params`.
+fn run_one_as<A: Stored>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    params: &A::Params,
+    opts: Options,
+) -> Result<(), RlError> {
     let call = Call::<A, _> {
-        params: a.params(),
+        params,
         opts,
-        command: this.name_str(),
+        command: NAME,
         event: this.name,
         reply: |ctx, d, _| reply_decision(ctx, d),
         name: None,
@@ -298,13 +372,36 @@ pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
 /// # Errors
 /// A missing or unknown limiter, the command's own argument errors, a bad or repeated
 /// `CHARGE` or `NAME`.
-pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'a>, RlError> {
+pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterArg<'a>, RlError> {
+    let written = limiter_words(args, key)?;
+    Ok(LimiterArg {
+        params: (written.limiter.parse)(&written.argv)?,
+        charge: written.charge,
+        name: written.name,
+    })
+}
+
+/// One `limiter` as written, not yet parsed by its command's parser: the algorithm, the
+/// arguments its own command would be called with (its name, `key`, its positionals and own
+/// options), and its `CHARGE` and `NAME`.
+struct LimiterWords<'a> {
+    limiter: &'static registry::Limiter,
+    /// On the stack: a limiter's own arguments are its name, key, positionals and options.
+    argv: SmallVec<[&'a [u8]; 12]>,
+    charge: Option<u64>,
+    name: Option<&'a [u8]>,
+}
+
+/// The words of one `limiter` for `key` ([`parse_limiter`] before the command's own parser).
+///
+/// # Errors
+/// As [`parse_limiter`], but the command's own argument errors.
+fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<'a>, RlError> {
     let token = args
         .next()
         .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
     let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
     let arity = RlError::LimiterArity(limiter.kind);
-    // On the stack: a limiter's own arguments are its name, key, positionals and options.
     let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
     argv.push(limiter.kind.command().as_bytes());
     argv.push(key);
@@ -340,8 +437,9 @@ pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'
         args.next();
         argv.push(args.next().ok_or_else(|| arity.clone())?);
     }
-    Ok(LimiterArg {
-        params: (limiter.parse)(&argv)?,
+    Ok(LimiterWords {
+        limiter,
+        argv,
         charge,
         name,
     })
@@ -398,6 +496,9 @@ impl Run for All {
     ) -> Result<(), RlError> {
         if declare_keys(ctx, bytes) {
             return Ok(());
+        }
+        if let Some(done) = run_alone(ctx, argv, bytes, this) {
+            return done;
         }
         let parsed = AllRequest::parse(bytes)?;
         if parsed.is_its_own_command() {
@@ -570,6 +671,15 @@ mod tests {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
         let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
         AllRequest::parse(bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn name_is_the_registered_one() {
+        let row = crate::commands::table::COMMANDS
+            .iter()
+            .find(|c| c.doc.summary == DOC.summary)
+            .unwrap();
+        assert_eq!(row.name_str(), NAME);
     }
 
     #[test]

@@ -2,7 +2,13 @@
 //! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]).
 //! `commands::table` makes their rows of the command table from the same list.
 
+use redis_module::Context;
+
 use crate::commands::LimiterCommand;
+use crate::commands::all;
+use crate::commands::args::Options;
+use crate::commands::row::Command;
+use crate::ffi::command::Argv;
 use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
@@ -16,7 +22,21 @@ pub struct Limiter {
     pub kind: Kind,
     pub doc: &'static CommandDoc,
     pub parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
+    /// RL.ALL over this one limiter run as its own command, its arguments parsed by that
+    /// command's parser straight into its parameters ([`all::run_alone_as`]).
+    pub alone: Alone,
 }
+
+/// [`Limiter::alone`]: the call's arguments and their bytes, RL.ALL's row, the limiter's own
+/// arguments and the call's shared options.
+pub type Alone = fn(
+    &Context,
+    Argv<'_>,
+    &[&[u8]],
+    &'static Command,
+    &[&[u8]],
+    Options,
+) -> Option<Result<(), RlError>>;
 
 impl Limiter {
     /// The arguments after the key that every call gives (not a required token, RL.ACQUIRE's
@@ -76,6 +96,7 @@ macro_rules! define_limiters {
                 kind: Kind::$variant,
                 doc: &<command_of!($variant) as LimiterCommand>::DOC,
                 parse: parse_with::<command_of!($variant)>,
+                alone: all::run_alone_as::<command_of!($variant)>,
             },)*
         ];
     };
