@@ -23,6 +23,7 @@ use crate::commands::{Call, LimiterCommand, evaluation_time, reply_decision, run
 use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
+use crate::core::dedup::DedupId;
 use crate::core::flow::Write;
 use crate::core::limiter::{Algorithm, Decision, Reason, Request};
 use crate::core::multi::{
@@ -87,13 +88,23 @@ impl<'a> AllRequest<'a> {
     /// # Errors
     /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
-        let parsed = Self::parse_with(items, ALL_OPTIONS)?;
-        let specs = parsed
-            .specs
-            .into_iter()
-            .map(|s| s.bind_call(parsed.opts.dedup, parsed.opts.best_effort))
-            .collect::<Result<Few<_>, _>>()?;
-        Ok(AllRequest { specs, ..parsed })
+        let mut parsed = Self::parse_with(items, ALL_OPTIONS)?;
+        parsed.bind_call(parsed.opts.dedup, parsed.opts.best_effort)?;
+        Ok(parsed)
+    }
+
+    /// Fit each limiter that binds its parameters to the call to the call's `dedup` and
+    /// `best_effort` ([`AnyParams::bind_call`]), in place.
+    ///
+    /// # Errors
+    /// As [`AnyParams::bind_call`].
+    pub fn bind_call(&mut self, dedup: Option<DedupId>, best_effort: bool) -> Result<(), RlError> {
+        for spec in self.specs.iter_mut() {
+            if spec.binds_call() {
+                *spec = spec.clone().bind_call(dedup, best_effort)?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Self::parse`] taking only the shared options in `allowed`, the limiters not bound to
@@ -112,16 +123,16 @@ impl<'a> AllRequest<'a> {
                 "numkeys is greater than the number of arguments",
             ));
         }
-        let keys: Few<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
-        for (i, k) in keys.iter().enumerate() {
-            if keys
-                .iter()
-                .skip(i.saturating_add(1))
-                .any(|other| other == k)
-            {
+        let mut keys: Few<&[u8]> = Few::with_capacity(numkeys);
+        for key in args.by_ref().take(numkeys) {
+            if keys.contains(&key) {
                 return Err(RlError::Syntax("RL.ALL keys must be distinct"));
             }
+            keys.push(key);
         }
+        let mut specs: Few<AnyParams> = Few::with_capacity(numkeys);
+        let mut charges: Few<u64> = Few::with_capacity(numkeys);
+        let mut names: Few<Option<&'a [u8]>> = Few::with_capacity(numkeys);
         if args
             .peek()
             .is_some_and(|t| t.eq_ignore_ascii_case(b"POLICY"))
@@ -141,64 +152,60 @@ impl<'a> AllRequest<'a> {
             // A policy set with SHADOW: every call under it as with the SHADOW option.
             opts.shadow |= found.def.shadow;
             // Named in the detailed reply by the policy's own names.
-            let limiters = limiters
-                .iter()
-                .map(|l| LimiterArg {
-                    params: l.params.clone(),
-                    charge: l.charge,
-                    name: None,
-                })
-                .collect();
-            return Self::checked(keys, limiters, opts, Some(found));
+            for l in limiters {
+                specs.push(l.params.clone());
+                charges.push(l.charge.unwrap_or(opts.cost));
+                names.push(None);
+            }
+            let parsed = AllRequest {
+                keys,
+                specs,
+                charges,
+                names,
+                opts,
+                policy: Some(found),
+            };
+            parsed.check()?;
+            return Ok(parsed);
         }
-        let mut limiters: Few<LimiterArg<'a>> = Few::with_capacity(numkeys);
+        // Each limiter's own `CHARGE`, until the call's `COST` is known.
+        let mut own: Few<Option<u64>> = Few::with_capacity(numkeys);
         for key in &keys {
-            limiters.push(parse_limiter(&mut args, key)?);
+            let l = parse_limiter(&mut args, key)?;
+            specs.push(l.params);
+            own.push(l.charge);
+            names.push(l.name);
         }
         let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
-        Self::checked(keys, limiters, opts, None)
-    }
-
-    /// The request of `keys` under `limiters` with `opts`, the limiters written out or those of
-    /// `policy`: refused unless every limiter takes the call's `DELAY` and `HOLD`, and
-    /// `BESTEFFORT` only with equal charges.
-    ///
-    /// # Errors
-    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
-    /// charges.
-    fn checked(
-        keys: Few<&'a [u8]>,
-        limiters: Few<LimiterArg<'a>>,
-        opts: Options,
-        policy: Option<Arc<Policy>>,
-    ) -> Result<Self, RlError> {
-        opts.check_delay(
-            limiters
-                .iter()
-                .map(|l| (l.params.kind(), l.params.delays())),
-        )?;
-        opts.check_hold(
-            limiters
-                .iter()
-                .map(|l| (l.params.kind(), l.params.settles())),
-        )?;
-        let charges: Few<u64> = limiters
-            .iter()
-            .map(|l| l.charge.unwrap_or(opts.cost))
-            .collect();
-        if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
-            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        for charge in own.iter() {
+            charges.push(charge.unwrap_or(opts.cost));
         }
-        let names = limiters.iter().map(|l| l.name).collect();
-        let specs = limiters.into_iter().map(|l| l.params).collect();
-        Ok(AllRequest {
+        let parsed = AllRequest {
             keys,
             specs,
             charges,
             names,
             opts,
-            policy,
-        })
+            policy: None,
+        };
+        parsed.check()?;
+        Ok(parsed)
+    }
+
+    /// Refuse the request unless every limiter takes the call's `DELAY` and `HOLD`, and
+    /// `BESTEFFORT` but with equal charges.
+    ///
+    /// # Errors
+    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
+    /// charges.
+    fn check(&self) -> Result<(), RlError> {
+        let opts = &self.opts;
+        opts.check_delay(self.specs.iter().map(|s| (s.kind(), s.delays())))?;
+        opts.check_hold(self.specs.iter().map(|s| (s.kind(), s.settles())))?;
+        if opts.best_effort && self.charges.iter().any(|&c| c != opts.cost) {
+            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        }
+        Ok(())
     }
 }
 
@@ -266,9 +273,8 @@ pub fn run_alone_as<C: LimiterCommand>(
     }
     let params = C::parse_limiter(words).ok()?.params;
     Some(
-        run_one_as::<C::Algo>(ctx, argv, bytes, this, &params, opts).map_err(|e| {
-            key_error(e, bytes.get(2).copied().unwrap_or_default())
-        }),
+        run_one_as::<C::Algo>(ctx, argv, bytes, this, &params, opts)
+            .map_err(|e| key_error(e, bytes.get(2).copied().unwrap_or_default())),
     )
 }
 
@@ -427,10 +433,7 @@ fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<
             name = Some(limiter_name(args.value_of("NAME")?)?);
             continue;
         }
-        if charge.is_some()
-            || name.is_some()
-            || !limiter.options().any(|o| opt.eq_ignore_ascii_case(o))
-        {
+        if charge.is_some() || name.is_some() || !limiter.takes(opt) {
             break;
         }
         argv.push(opt);
@@ -510,12 +513,17 @@ impl Run for All {
         let eval = evaluation_time(ctx, parsed.opts.at)?;
         let now = eval.now;
         let req: Request = parsed.opts.request(now);
-        let names: Few<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
-
-        let mut keys: Few<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
-        let mut held: Few<_> = Few::with_capacity(keys.len());
+        let n = parsed.keys.len();
+        // Each key's part, filled in place (a `collect` would build each elsewhere and move it).
+        let mut names: Few<Arg<'_>> = Few::with_capacity(n);
+        let mut keys: Few<LimiterKey> = Few::with_capacity(n);
+        for name in argv.iter().skip(2).take(n) {
+            names.push(name);
+            keys.push(LimiterKey::open(ctx, name));
+        }
+        let mut held: Few<_> = Few::with_capacity(n);
         for key in keys.iter_mut() {
-            held.push(key.limiter(this.name_str())?);
+            held.push(key.limiter(NAME)?);
         }
         // A new lease on a concurrency key does not pass the clients waiting there
         // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
@@ -533,13 +541,13 @@ impl Run for All {
         let yields = yielder.is_some();
         let mut req = req;
         req.peek |= yields;
-        let mut slots: Few<Slot<'_>> = held
-            .iter_mut()
-            .map(|h| match h {
+        let mut slots: Few<Slot<'_>> = Few::with_capacity(n);
+        for h in held.iter_mut() {
+            slots.push(match h {
                 Some(state) => Slot::Existing(state),
                 None => Slot::New(None),
-            })
-            .collect();
+            });
+        }
         let outcome = apply_charged(
             &mut slots,
             &parsed.specs,
@@ -548,23 +556,21 @@ impl Run for All {
             config::dedup_max(),
         )
         .map_err(|e| multi_error(e, &parsed.keys))?;
-        let created: Few<Write> = slots
-            .into_iter()
-            .map(|s| match s {
+        let mut created: Few<Write> = Few::with_capacity(n);
+        for slot in slots {
+            created.push(match slot {
                 Slot::New(Some(state)) => Write::Created(state),
                 Slot::Existing(_) => Write::Updated,
                 Slot::New(None) => Write::None,
-            })
-            .collect();
-        let fates: Few<Fate> = held
-            .into_iter()
-            .zip(created)
-            .zip(&outcome.writes)
-            .map(|((state, write), at)| match at {
+            });
+        }
+        let mut fates: Few<Fate> = Few::with_capacity(n);
+        for ((state, write), at) in held.into_iter().zip(created).zip(&outcome.writes) {
+            fates.push(match at {
                 Some(at) => Fate::of(ctx, state, write, *at, None),
                 None => Fate::of(ctx, state, Write::None, 0, None),
-            })
-            .collect();
+            });
+        }
         let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
         // A new lease that yields to the waiters on a concurrency key is denied (judged only);
         // under `SHADOW` it is let through, taking nothing.
@@ -582,12 +588,10 @@ impl Run for All {
             (true, false) => (Reason::Limit, yielder),
             (false, _) => (reason, outcome.denied_by),
         };
-        let mut keys: Few<Touched<'_>> = keys
-            .into_iter()
-            .zip(&names)
-            .zip(fates)
-            .map(|((key, name), fate)| Touched::new(key, *name, fate))
-            .collect();
+        let mut touched: Few<Touched<'_>> = Few::with_capacity(n);
+        for ((key, name), fate) in keys.into_iter().zip(&names).zip(fates) {
+            touched.push(Touched::new(key, *name, fate));
+        }
         let propagate = Propagate::Values {
             argv,
             at_index: parsed.opts.at_index,
@@ -604,7 +608,7 @@ impl Run for All {
             ctx,
             Tail::of(this),
             eval,
-            &mut keys,
+            &mut touched,
             propagate,
             count,
             |ctx| {

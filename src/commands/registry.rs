@@ -2,19 +2,21 @@
 //! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]).
 //! `commands::table` makes their rows of the command table from the same list.
 
+use std::ffi::CStr;
+
 use redis_module::Context;
 
 use crate::commands::LimiterCommand;
 use crate::commands::all;
 use crate::commands::args::Options;
 use crate::commands::row::Command;
-use crate::ffi::command::Argv;
 use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
 use crate::core::state::WiredState;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, SHARED_OPTIONS};
 use crate::error::RlError;
+use crate::ffi::command::Argv;
 
 /// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
 /// its command's parser.
@@ -25,6 +27,10 @@ pub struct Limiter {
     /// RL.ALL over this one limiter run as its own command, its arguments parsed by that
     /// command's parser straight into its parameters ([`all::run_alone_as`]).
     pub alone: Alone,
+    /// [`Limiter::positional`].
+    positional: usize,
+    /// Whether [`Limiter::options`] has any.
+    has_options: bool,
 }
 
 /// [`Limiter::alone`]: the call's arguments and their bytes, RL.ALL's row, the limiter's own
@@ -38,15 +44,81 @@ pub type Alone = fn(
     Options,
 ) -> Option<Result<(), RlError>>;
 
+/// The arguments after the key that every call of `doc`'s command gives (not a required token,
+/// RL.ACQUIRE's `ID id`, which RL.ALL takes from its shared options): found when the table is
+/// built, not on every call.
+const fn positional_of(doc: &CommandDoc) -> usize {
+    let mut n: usize = 0;
+    let mut rest = doc.args;
+    while let [a, tail @ ..] = rest {
+        if !matches!(a.kind, ArgType::Key) && !a.optional && a.token.is_none() {
+            n = n.saturating_add(1);
+        }
+        rest = tail;
+    }
+    n
+}
+
+/// Whether `a` and `b` are the same bytes.
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a, mut b) = (a, b);
+    while let ([x, a_tail @ ..], [y, b_tail @ ..]) = (a, b) {
+        if *x != *y {
+            return false;
+        }
+        a = a_tail;
+        b = b_tail;
+    }
+    true
+}
+
+/// Whether `token` is a shared option's (or `DELAY`, which RL.ALL takes for the whole call).
+const fn is_shared(token: &CStr) -> bool {
+    if let Some(delay) = DELAY.token
+        && same(delay.to_bytes(), token.to_bytes())
+    {
+        return true;
+    }
+    let mut rest = SHARED_OPTIONS;
+    while let [s, tail @ ..] = rest {
+        if let Some(t) = s.token
+            && same(t.to_bytes(), token.to_bytes())
+        {
+            return true;
+        }
+        rest = tail;
+    }
+    false
+}
+
+/// Whether `doc`'s command has options of its own ([`Limiter::options`]).
+const fn has_options(doc: &CommandDoc) -> bool {
+    let mut rest = doc.args;
+    while let [a, tail @ ..] = rest {
+        if let Some(t) = a.token
+            && a.optional
+            && !is_shared(t)
+        {
+            return true;
+        }
+        rest = tail;
+    }
+    false
+}
+
 impl Limiter {
     /// The arguments after the key that every call gives (not a required token, RL.ACQUIRE's
     /// `ID id`, which RL.ALL takes from its shared options).
     pub fn positional(&self) -> usize {
-        self.doc
-            .args
-            .iter()
-            .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
-            .count()
+        self.positional
+    }
+
+    /// Whether `token` is one of the command's own options (any case).
+    pub fn takes(&self, token: &[u8]) -> bool {
+        self.has_options && self.options().any(|o| token.eq_ignore_ascii_case(o))
     }
 
     /// The command's own options (each a token and one value), not the shared ones a command
@@ -97,6 +169,8 @@ macro_rules! define_limiters {
                 doc: &<command_of!($variant) as LimiterCommand>::DOC,
                 parse: parse_with::<command_of!($variant)>,
                 alone: all::run_alone_as::<command_of!($variant)>,
+                positional: positional_of(&<command_of!($variant) as LimiterCommand>::DOC),
+                has_options: has_options(&<command_of!($variant) as LimiterCommand>::DOC),
             },)*
         ];
     };
@@ -219,6 +293,30 @@ mod tests {
                     assert!(flow::refund(&mut charged, T, 1, None).is_err(), "{kind:?}");
                     assert_eq!(charged, before);
                 }
+            }
+        }
+    }
+
+    /// The counts found when the table is built are those of the docs.
+    #[test]
+    fn positional_and_options_are_the_docs() {
+        for limiter in LIMITERS {
+            let positional = limiter
+                .doc
+                .args
+                .iter()
+                .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
+                .count();
+            assert_eq!(limiter.positional(), positional, "{:?}", limiter.kind);
+            let own: Vec<&[u8]> = limiter.options().collect();
+            assert_eq!(limiter.has_options, !own.is_empty(), "{:?}", limiter.kind);
+            for o in own {
+                assert!(limiter.takes(o), "{:?}", limiter.kind);
+                assert!(limiter.takes(&o.to_ascii_lowercase()), "{:?}", limiter.kind);
+            }
+            for s in SHARED_OPTIONS.iter().chain([&DELAY]) {
+                let t = s.token.unwrap().to_bytes();
+                assert!(!limiter.takes(t), "{:?}", limiter.kind);
             }
         }
     }

@@ -32,6 +32,13 @@ impl AnyParams {
         self.0.kind()
     }
 
+    /// Whether the algorithm fits its parameters to the call's shared options
+    /// ([`crate::core::limiter::Algorithm::BINDS_CALL`]): [`Self::bind_call`] changes nothing
+    /// otherwise.
+    pub fn binds_call(&self) -> bool {
+        dispatch!(&self.0, spec => binds_like(spec))
+    }
+
     /// These parameters fitted to the call's shared options ([`crate::core::limiter::Algorithm::bind_call`]).
     ///
     /// # Errors
