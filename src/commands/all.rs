@@ -402,17 +402,18 @@ struct LimiterWords<'a> {
 ///
 /// # Errors
 /// As [`parse_limiter`], but the command's own argument errors.
+#[inline(always)]
 fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<'a>, RlError> {
     let token = args
         .next()
         .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
     let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-    let arity = RlError::LimiterArity(limiter.kind);
+    let arity = || RlError::LimiterArity(limiter.kind);
     let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
     argv.push(limiter.kind.command().as_bytes());
     argv.push(key);
     for _ in 0..limiter.positional() {
-        argv.push(args.next().ok_or_else(|| arity.clone())?);
+        argv.push(args.next().ok_or_else(arity)?);
     }
     let mut charge = None;
     let mut name = None;
@@ -438,7 +439,7 @@ fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<
         }
         argv.push(opt);
         args.next();
-        argv.push(args.next().ok_or_else(|| arity.clone())?);
+        argv.push(args.next().ok_or_else(arity)?);
     }
     Ok(LimiterWords {
         limiter,

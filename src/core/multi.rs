@@ -488,6 +488,7 @@ pub fn apply_all(
 /// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]; [`CoreError::Refused`]
 /// for `BESTEFFORT` with a charge other than the call's cost, or fewer charges than keys.
 /// Nothing is changed then.
+#[inline(always)]
 pub fn apply_charged(
     slots: &mut [Slot<'_>],
     specs: &[AnyParams],
