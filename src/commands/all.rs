@@ -12,8 +12,6 @@ use redis_module::Context;
 
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use crate::commands::args::{Args, Options, non_negative, positive, quote};
 use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
@@ -170,8 +168,8 @@ impl<'a> AllRequest<'a> {
         }
         // Each limiter's own `CHARGE`, until the call's `COST` is known.
         let mut own: Few<Option<u64>> = Few::with_capacity(numkeys);
-        for key in &keys {
-            let l = parse_limiter(&mut args, key)?;
+        for _ in 0..keys.len() {
+            let l = parse_limiter(&mut args)?;
             specs.push(l.params);
             own.push(l.charge);
             names.push(l.name);
@@ -235,15 +233,12 @@ fn run_alone(
     bytes: &[&[u8]],
     this: &'static Command,
 ) -> Option<Result<(), RlError>> {
-    let (Some(numkeys), Some(key), Some(rest)) = (bytes.get(1), bytes.get(2), bytes.get(3..))
-    else {
-        return None;
-    };
-    if crate::commands::args::parse_u64(numkeys) != Some(1) {
+    if crate::commands::args::parse_u64(bytes.get(1)?) != Some(1) {
         return None;
     }
-    let mut args = Args::new(rest);
-    let words = limiter_words(&mut args, key).ok()?;
+    let mut args = Args::new(bytes);
+    args.nth(2)?;
+    let words = limiter_words(&mut args).ok()?;
     let opts = Options::parse_only(&mut args, ALL_OPTIONS, |_, _| Ok(false)).ok()?;
     if words.charge.is_some_and(|c| c != opts.cost)
         || opts.detail
@@ -253,7 +248,7 @@ fn run_alone(
     {
         return None;
     }
-    (words.limiter.alone)(ctx, argv, bytes, this, &words.argv, opts)
+    (words.limiter.alone)(ctx, argv, bytes, this, words.argv.as_slice(), opts)
 }
 
 /// [`run_alone`] for the algorithm of command `C`, on its limiter's own arguments `words`
@@ -371,50 +366,68 @@ pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
     Ok(token)
 }
 
-/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
-/// arguments and its own options, parsed by that command's own parser, then `CHARGE n` and
-/// `NAME name` in any order.
+/// One `limiter` of RL.ALL, RL.CHECK or RL.POLICY SET: an algorithm name, that command's
+/// positional arguments and its own options, parsed by that command's own parser, then
+/// `CHARGE n` and `NAME name` in any order.
 ///
 /// # Errors
 /// A missing or unknown limiter, the command's own argument errors, a bad or repeated
 /// `CHARGE` or `NAME`.
-pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterArg<'a>, RlError> {
-    let written = limiter_words(args, key)?;
+pub fn parse_limiter<'a>(args: &mut Args<'a>) -> Result<LimiterArg<'a>, RlError> {
+    let written = limiter_words(args)?;
     Ok(LimiterArg {
-        params: (written.limiter.parse)(&written.argv)?,
+        params: (written.limiter.parse)(written.argv.as_slice())?,
         charge: written.charge,
         name: written.name,
     })
 }
 
 /// One `limiter` as written, not yet parsed by its command's parser: the algorithm, the
-/// arguments its own command would be called with (its name, `key`, its positionals and own
-/// options), and its `CHARGE` and `NAME`.
+/// arguments its own command's parser reads, and its `CHARGE` and `NAME`.
 struct LimiterWords<'a> {
     limiter: &'static registry::Limiter,
-    /// On the stack: a limiter's own arguments are its name, key, positionals and options.
-    argv: SmallVec<[&'a [u8]; 12]>,
+    /// The limiter's positionals and own options, after two arguments its command's parser
+    /// skips (in its own command, its name and key).
+    argv: Words<'a>,
     charge: Option<u64>,
     name: Option<&'a [u8]>,
 }
 
-/// The words of one `limiter` for `key` ([`parse_limiter`] before the command's own parser).
+/// The arguments a limiter's own parser reads ([`LimiterWords::argv`]).
+enum Words<'a> {
+    /// A slice of the call's arguments, not a copy: the two skipped are the two before the
+    /// positionals (the limiter's name and the argument before it).
+    Span(&'a [&'a [u8]]),
+    /// Its command's name and an empty key, then the positionals and options: a limiter at the
+    /// start of the arguments (a policy's definition).
+    Built(Vec<&'a [u8]>),
+}
+
+impl Words<'_> {
+    fn as_slice(&self) -> &[&[u8]] {
+        match self {
+            Words::Span(s) => s,
+            Words::Built(v) => v,
+        }
+    }
+}
+
+/// The words of one `limiter` ([`parse_limiter`] before the command's own parser).
 ///
 /// # Errors
 /// As [`parse_limiter`], but the command's own argument errors.
 #[inline(always)]
-fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<'a>, RlError> {
+fn limiter_words<'a>(args: &mut Args<'a>) -> Result<LimiterWords<'a>, RlError> {
     let token = args
         .next()
-        .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
+        .ok_or_else(|| RlError::Syntax("a limiter is missing for a key"))?;
     let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
     let arity = || RlError::LimiterArity(limiter.kind);
-    let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
-    argv.push(limiter.kind.command().as_bytes());
-    argv.push(key);
+    let positionals = args.index();
     for _ in 0..limiter.positional() {
-        argv.push(args.next().ok_or_else(arity)?);
+        args.next().ok_or_else(arity)?;
     }
+    let mut to = args.index();
     let mut charge = None;
     let mut name = None;
     while let Some(opt) = args.peek() {
@@ -434,13 +447,25 @@ fn limiter_words<'a>(args: &mut Args<'a>, key: &'a [u8]) -> Result<LimiterWords<
             name = Some(limiter_name(args.value_of("NAME")?)?);
             continue;
         }
+        // The command's own options come first, together (none after CHARGE or NAME).
         if charge.is_some() || name.is_some() || !limiter.takes(opt) {
             break;
         }
-        argv.push(opt);
         args.next();
-        argv.push(args.next().ok_or_else(arity)?);
+        args.next().ok_or_else(arity)?;
+        to = args.index();
     }
+    let argv = match positionals
+        .checked_sub(2)
+        .and_then(|from| args.span(from, to))
+    {
+        Some(span) => Words::Span(span),
+        None => {
+            let mut built: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b""];
+            built.extend_from_slice(args.span(positionals, to).ok_or(RlError::Arity)?);
+            Words::Built(built)
+        }
+    };
     Ok(LimiterWords {
         limiter,
         argv,
