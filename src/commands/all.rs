@@ -418,9 +418,10 @@ impl Words<'_> {
 /// As [`parse_limiter`], but the command's own argument errors.
 #[inline(always)]
 fn limiter_words<'a>(args: &mut Args<'a>) -> Result<LimiterWords<'a>, RlError> {
-    let token = args
-        .next()
-        .ok_or_else(|| RlError::Syntax("a limiter is missing for a key"))?;
+    // Not `ok_or`: an error built on every call is dropped on every call.
+    let Some(token) = args.next() else {
+        return Err(RlError::Syntax("a limiter is missing for a key"));
+    };
     let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
     let arity = || RlError::LimiterArity(limiter.kind);
     let positionals = args.index();
