@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::commands::args::{Args, Options, non_negative, positive, quote};
 use crate::commands::detail::{self, Part};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, Value, finish};
+use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
 use crate::commands::{Call, LimiterCommand, evaluation_time, reply_decision, run_call};
 use crate::commands::{policy_state, registry};
@@ -110,7 +110,6 @@ impl<'a> AllRequest<'a> {
     ///
     /// # Errors
     /// As [`Self::parse`].
-    #[inline(always)]
     pub fn parse_with(items: &'a [&'a [u8]], allowed: &[&[u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
@@ -593,14 +592,7 @@ impl Run for All {
             });
         }
         let mut fates: Few<Fate> = Few::with_capacity(n);
-        // The new value of a key changed in place, found while it is at hand (not read back).
-        let mut values: Few<Value> = Few::with_capacity(n);
-        for ((mut state, write), at) in held.into_iter().zip(created).zip(&outcome.writes) {
-            let value = match (&write, state.as_mut(), at) {
-                (Write::Updated, Some(s), Some(_)) => Value::of(s),
-                _ => Value::Unread,
-            };
-            values.push(value);
+        for ((state, write), at) in held.into_iter().zip(created).zip(&outcome.writes) {
             fates.push(match at {
                 Some(at) => Fate::of(ctx, state, write, *at, None),
                 None => Fate::of(ctx, state, Write::None, 0, None),
@@ -631,7 +623,6 @@ impl Run for All {
             argv,
             at_index: parsed.opts.at_index,
             now,
-            values: &values,
         };
         // Near its limit as enforcement judged it (the policy's counters too).
         let enforced = Decision::from(outcome.verdict);

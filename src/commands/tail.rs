@@ -127,37 +127,14 @@ pub enum Propagate<'a> {
     },
     /// Every written key's new value itself, in one command (`RL._SET key payload [key payload
     /// ...]`), when every one is short and they are few, else as [`Propagate::WithAt`]: RL.ALL.
-    /// `values`: each key's new value when it was found while at hand (one per key, in order).
     Values {
         argv: Argv<'a>,
         at_index: Option<usize>,
         now: Micros,
-        values: &'a [Value],
     },
     /// The command with the call's arguments, as they are (a write that does not depend on the
     /// clock).
     Plain(Argv<'a>),
-}
-
-/// A written key's new value as [`Propagate::Values`] sends it.
-#[derive(Debug, Clone, Copy)]
-pub enum Value {
-    /// Not found yet: read once the key's value is stored.
-    Unread,
-    /// Short: sent as itself.
-    Short(ShortValue),
-    /// Too long to be sent as itself.
-    Long,
-}
-
-impl Value {
-    /// The key's value stored in place (`state`), found while it is at hand.
-    pub fn of(state: &mut StateMut<'_>) -> Value {
-        match ShortValue::of(state.store()) {
-            Some(v) => Value::Short(v),
-            None => Value::Long,
-        }
-    }
 }
 
 /// A write command's name and counters.
@@ -224,19 +201,9 @@ pub fn finish(
         argv,
         at_index,
         now,
-        values,
     } = propagate
     {
-        return finish_values(
-            ctx,
-            tail,
-            eval,
-            keys,
-            values,
-            (argv, at_index, now),
-            count,
-            reply,
-        );
+        return finish_values(ctx, tail, eval, keys, (argv, at_index, now), count, reply);
     }
     let mut wrote = false;
     for k in keys.iter_mut() {
@@ -258,37 +225,29 @@ pub fn finish(
 }
 
 /// [`finish`] under [`Propagate::Values`]: every written key's new value stored and read while
-/// its key is open (unless found already: `found`, one per key); then each key expired and
-/// closed, and the call propagated as those values when every one is short (`RL._SET`), else
-/// as the command with `AT` (`call`: its arguments, the index of any `AT t`, the time), then as
-/// [`finish`].
-#[allow(clippy::too_many_arguments)]
+/// its key is open; then each key expired and closed, and the call propagated as those values
+/// when every one is short (`RL._SET`), else as the command with `AT` (`call`: its arguments,
+/// the index of any `AT t`, the time), then as [`finish`].
 fn finish_values(
     ctx: &Context,
     tail: Tail,
     eval: Evaluation,
     keys: &mut [Touched<'_>],
-    found: &[Value],
     call: (Argv<'_>, Option<usize>, Micros),
     count: impl Into<Count>,
     reply: impl FnOnce(&Context),
 ) -> Result<(), RlError> {
     let mut values: Few<Option<ShortValue>> = Few::with_capacity(keys.len());
     let mut short = true;
-    for (i, k) in keys.iter_mut().enumerate() {
+    for k in keys.iter_mut() {
         let value = match &mut k.fate {
             Fate::Written { new, .. } => {
                 if let Some(state) = new.take() {
                     k.key.set(state)?;
                 }
-                let value = match found.get(i) {
-                    _ if !short => None,
-                    Some(Value::Short(v)) => Some(*v),
-                    Some(Value::Long) => None,
-                    Some(Value::Unread) | None => match k.key.holding() {
-                        Holding::Limiter(v) => ShortValue::of(v.stored()),
-                        _ => None,
-                    },
+                let value = match k.key.holding() {
+                    Holding::Limiter(v) if short => ShortValue::of(v.stored()),
+                    _ => None,
                 };
                 short &= value.is_some();
                 value
