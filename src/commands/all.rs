@@ -5,30 +5,35 @@
 //!
 //! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
 //! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
-//! the same position. Parsing reuses each command's own parser, so the arguments and errors are
-//! exactly those of the single-limiter commands.
+//! the same position. Parsing reuses each command's own parser (`commands::limiter_args`), so the
+//! arguments and errors are exactly those of the single-limiter commands.
+//!
+//! A call over one key with nothing only RL.ALL does is that key's own command
+//! (`commands::all_one`): its limiter is parsed straight into its algorithm's parameters and
+//! run by `commands::run_call`, without building the whole request.
 
 use redis_module::Context;
 
 use std::sync::Arc;
 
-use crate::commands::args::{Args, Options, non_negative, positive, quote};
+use crate::commands::all_one::{self, NAME};
+use crate::commands::args::{Args, Options, positive, quote};
 use crate::commands::detail::{self, Part};
+use crate::commands::limiter_args::{limiter_words, parse_limiter};
+use crate::commands::policy_state;
 use crate::commands::row::{Command, Run};
 use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::wait;
-use crate::commands::{Call, LimiterCommand, evaluation_time, reply_decision, run_call};
-use crate::commands::{policy_state, registry};
+use crate::commands::{evaluation_time, reply_decision};
 use crate::config;
 use crate::core::Kind;
 use crate::core::dedup::DedupId;
 use crate::core::flow::Write;
-use crate::core::limiter::{Algorithm, Decision, Reason, Request};
+use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
 use crate::core::policy::Policy;
-use crate::core::state::Stored;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
 use crate::ffi::command::{Arg, Argv};
@@ -74,9 +79,6 @@ pub struct AllRequest<'a> {
     pub policy: Option<Arc<Policy>>,
 }
 
-/// RL.ALL's registered name (in errors).
-pub const NAME: &str = "rl.all";
-
 /// The shared options RL.ALL takes.
 const ALL_OPTIONS: &[&[u8]] = crate::commands::args::SHARED;
 
@@ -110,6 +112,7 @@ impl<'a> AllRequest<'a> {
     ///
     /// # Errors
     /// As [`Self::parse`].
+    #[inline(always)]
     pub fn parse_with(items: &'a [&'a [u8]], allowed: &[&[u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
@@ -251,45 +254,10 @@ fn run_alone(
     (words.limiter.alone)(ctx, argv, bytes, this, words.argv.as_slice(), opts)
 }
 
-/// [`run_alone`] for the algorithm of command `C`, on its limiter's own arguments `words`
-/// (its command's name and key first): `None` when they do not parse, or when the algorithm
-/// binds its parameters to the call or waits its turn among the key's waiters (a concurrency
-/// key), which only RL.ALL's own path does.
-pub fn run_alone_as<C: LimiterCommand>(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    words: &[&[u8]],
-    opts: Options,
-) -> Option<Result<(), RlError>> {
-    if <C::Algo as Algorithm>::BINDS_CALL || C::Algo::KIND == Kind::Concurrency {
-        return None;
-    }
-    let params = C::parse_limiter(words).ok()?.params;
-    Some(
-        run_one_as::<C::Algo>(ctx, argv, bytes, this, &params, opts)
-            .map_err(|e| key_error(e, bytes.get(2).copied().unwrap_or_default())),
-    )
-}
-
-/// A WRONGTYPE error of RL.ALL's `key`, naming the key.
-fn key_error(e: RlError, key: &[u8]) -> RlError {
-    match e {
-        RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
-            key: quote(key),
-            held,
-            wanted,
-        },
-        e => e,
-    }
-}
-
-/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
-/// and propagated as RL.ALL.
+/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]).
 ///
 /// # Errors
-/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
+/// As [`all_one::run_one`].
 fn run_one(
     ctx: &Context,
     argv: Argv<'_>,
@@ -300,179 +268,7 @@ fn run_one(
     let [spec] = &parsed.specs[..] else {
         return Err(RlError::Arity);
     };
-    let opts = parsed.opts;
-    crate::core::state::dispatch!(spec.state(), a => run_one_of(ctx, argv, bytes, this, a, opts))
-        .map_err(|e| key_error(e, parsed.keys.first().copied().unwrap_or_default()))
-}
-
-/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
-fn run_one_of<A: Stored>(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    a: &A,
-    opts: Options,
-) -> Result<(), RlError> {
-    run_one_as::<A>(ctx, argv, bytes, this, a.params(), opts)
-}
-
-/// [`run_one`] for algorithm `A` with parameters `params`.
-fn run_one_as<A: Stored>(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    params: &A::Params,
-    opts: Options,
-) -> Result<(), RlError> {
-    let call = Call::<A, _> {
-        params,
-        opts,
-        command: NAME,
-        event: this.name,
-        reply: |ctx, d, _| reply_decision(ctx, d),
-        name: None,
-        policy: None,
-        steps: (),
-        key: 2,
-    };
-    run_call(ctx, argv, bytes, &this.stats, call).map(|_| ())
-}
-
-/// One `limiter` of RL.ALL, RL.CHECKALL or RL.CHECK, as written: its parameters, and its
-/// `CHARGE n` and `NAME name` when given.
-#[derive(Debug, Clone)]
-pub struct LimiterArg<'a> {
-    pub params: AnyParams,
-    pub charge: Option<u64>,
-    pub name: Option<&'a [u8]>,
-}
-
-/// Longest limiter `NAME`, in bytes.
-pub const NAME_MAX: usize = 64;
-
-/// A limiter's `NAME`: 1 to [`NAME_MAX`] bytes of letters, digits, `_`, `-`, `.`, `:`.
-///
-/// # Errors
-/// [`RlError::Conflict`] naming the rule.
-pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
-    let ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
-    if token.is_empty() || token.len() > NAME_MAX || !token.iter().all(ok) {
-        return Err(RlError::Conflict(
-            "NAME must be 1 to 64 letters, digits, '_', '-', '.' or ':'",
-        ));
-    }
-    Ok(token)
-}
-
-/// One `limiter` of RL.ALL, RL.CHECK or RL.POLICY SET: an algorithm name, that command's
-/// positional arguments and its own options, parsed by that command's own parser, then
-/// `CHARGE n` and `NAME name` in any order.
-///
-/// # Errors
-/// A missing or unknown limiter, the command's own argument errors, a bad or repeated
-/// `CHARGE` or `NAME`.
-pub fn parse_limiter<'a>(args: &mut Args<'a>) -> Result<LimiterArg<'a>, RlError> {
-    let written = limiter_words(args)?;
-    Ok(LimiterArg {
-        params: (written.limiter.parse)(written.argv.as_slice())?,
-        charge: written.charge,
-        name: written.name,
-    })
-}
-
-/// One `limiter` as written, not yet parsed by its command's parser: the algorithm, the
-/// arguments its own command's parser reads, and its `CHARGE` and `NAME`.
-struct LimiterWords<'a> {
-    limiter: &'static registry::Limiter,
-    /// The limiter's positionals and own options, after two arguments its command's parser
-    /// skips (in its own command, its name and key).
-    argv: Words<'a>,
-    charge: Option<u64>,
-    name: Option<&'a [u8]>,
-}
-
-/// The arguments a limiter's own parser reads ([`LimiterWords::argv`]).
-enum Words<'a> {
-    /// A slice of the call's arguments, not a copy: the two skipped are the two before the
-    /// positionals (the limiter's name and the argument before it).
-    Span(&'a [&'a [u8]]),
-    /// Its command's name and an empty key, then the positionals and options: a limiter at the
-    /// start of the arguments (a policy's definition).
-    Built(Vec<&'a [u8]>),
-}
-
-impl Words<'_> {
-    fn as_slice(&self) -> &[&[u8]] {
-        match self {
-            Words::Span(s) => s,
-            Words::Built(v) => v,
-        }
-    }
-}
-
-/// The words of one `limiter` ([`parse_limiter`] before the command's own parser).
-///
-/// # Errors
-/// As [`parse_limiter`], but the command's own argument errors.
-#[inline(always)]
-fn limiter_words<'a>(args: &mut Args<'a>) -> Result<LimiterWords<'a>, RlError> {
-    // Not `ok_or`: an error built on every call is dropped on every call.
-    let Some(token) = args.next() else {
-        return Err(RlError::Syntax("a limiter is missing for a key"));
-    };
-    let limiter = registry::limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-    let arity = || RlError::LimiterArity(limiter.kind);
-    let positionals = args.index();
-    for _ in 0..limiter.positional() {
-        args.next().ok_or_else(arity)?;
-    }
-    let mut to = args.index();
-    let mut charge = None;
-    let mut name = None;
-    while let Some(opt) = args.peek() {
-        if opt.eq_ignore_ascii_case(b"CHARGE") {
-            args.next();
-            if charge.is_some() {
-                return Err(RlError::Duplicate("CHARGE"));
-            }
-            charge = Some(non_negative(args.value_of("CHARGE")?, "CHARGE")?);
-            continue;
-        }
-        if opt.eq_ignore_ascii_case(b"NAME") {
-            args.next();
-            if name.is_some() {
-                return Err(RlError::Duplicate("NAME"));
-            }
-            name = Some(limiter_name(args.value_of("NAME")?)?);
-            continue;
-        }
-        // The command's own options come first, together (none after CHARGE or NAME).
-        if charge.is_some() || name.is_some() || !limiter.takes(opt) {
-            break;
-        }
-        args.next();
-        args.next().ok_or_else(arity)?;
-        to = args.index();
-    }
-    let argv = match positionals
-        .checked_sub(2)
-        .and_then(|from| args.span(from, to))
-    {
-        Some(span) => Words::Span(span),
-        None => {
-            let mut built: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b""];
-            built.extend_from_slice(args.span(positionals, to).ok_or(RlError::Arity)?);
-            Words::Built(built)
-        }
-    };
-    Ok(LimiterWords {
-        limiter,
-        argv,
-        charge,
-        name,
-    })
+    all_one::run_one(ctx, argv, bytes, this, spec, parsed.opts)
 }
 
 /// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this

@@ -8,9 +8,9 @@
 
 use redis_module::Context;
 
-use crate::commands::all::parse_limiter;
 use crate::commands::args::{Args, Options};
 use crate::commands::detail;
+use crate::commands::limiter_args::parse_limiter;
 use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::kind::Kind;

@@ -28,6 +28,7 @@
 
 pub mod acquire_args;
 pub mod all;
+pub mod all_one;
 pub mod args;
 pub mod block;
 pub mod check;
@@ -40,6 +41,7 @@ pub mod gcra;
 pub mod info;
 pub mod leaky_bucket;
 pub mod limit;
+pub mod limiter_args;
 pub mod metrics;
 pub mod options;
 #[cfg(test)]

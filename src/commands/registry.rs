@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use redis_module::Context;
 
 use crate::commands::LimiterCommand;
-use crate::commands::all;
+use crate::commands::all_one;
 use crate::commands::args::Options;
 use crate::commands::row::Command;
 use crate::core::Kind;
@@ -25,7 +25,7 @@ pub struct Limiter {
     pub doc: &'static CommandDoc,
     pub parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
     /// RL.ALL over this one limiter run as its own command, its arguments parsed by that
-    /// command's parser straight into its parameters ([`all::run_alone_as`]).
+    /// command's parser straight into its parameters ([`all_one::run_alone_as`]).
     pub alone: Alone,
     /// [`Limiter::positional`].
     positional: usize,
@@ -168,7 +168,7 @@ macro_rules! define_limiters {
                 kind: Kind::$variant,
                 doc: &<command_of!($variant) as LimiterCommand>::DOC,
                 parse: parse_with::<command_of!($variant)>,
-                alone: all::run_alone_as::<command_of!($variant)>,
+                alone: all_one::run_alone_as::<command_of!($variant)>,
                 positional: positional_of(&<command_of!($variant) as LimiterCommand>::DOC),
                 has_options: has_options(&<command_of!($variant) as LimiterCommand>::DOC),
             },)*
