@@ -1,9 +1,9 @@
-//! The arguments of RL.ACQUIRE (`commands::concurrency`), `WAIT timeout` included
-//! (`commands::wait`), and the lease id of RL.ACQUIRE and RL.RELEASE.
+//! The arguments of RL.ACQUIRE (`commands::acquire`), `WAIT timeout` included
+//! (`commands::acquire::wait`), and the lease id of RL.ACQUIRE and RL.RELEASE.
 
 use crate::commands::Parsed;
-use crate::commands::args::{Args, Options, duration, positive};
-use crate::commands::options;
+use crate::commands::call::args::{Args, Options, duration, positive};
+use crate::commands::call::options;
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::ConcurrencyParams;

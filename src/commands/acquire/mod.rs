@@ -1,16 +1,19 @@
 //! RL.ACQUIRE key limit lease ID id [COST n] \[PEEK\] \[SHADOW\] [BLOCK d] \[DETAIL\] [AT t] [WAIT timeout] / RL.RELEASE key id [AT t]
 //!
 //! RL.ACQUIRE is the concurrency limiter's command (run by `commands::run_call` like every
-//! algorithm's, with its turn among the key's waiters, `commands::wait`; in RL.ALL as
+//! algorithm's, with its turn among the key's waiters, `commands::acquire::wait`; in RL.ALL as
 //! `CONCURRENCY limit lease`, the lease id taken from `DEDUP`).
 //! RL.RELEASE frees a lease and replies its units.
 
+pub mod args;
+pub mod wait;
+
 use redis_module::Context;
 
-use crate::commands::acquire_args::{lease_id, parse_acquire, parse_with};
-use crate::commands::args::{Args, at_time, quote};
+use crate::commands::acquire::args::{lease_id, parse_acquire, parse_with};
+use crate::commands::call::args::{Args, at_time, quote};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{LimiterCommand, Parsed, evaluation_time};
 use crate::core::Micros;
 use crate::core::concurrency::{
@@ -82,7 +85,7 @@ impl LimiterCommand for AcquireCommand {
         bytes: &[&[u8]],
         stats: &'static CommandStats,
     ) -> Result<(), RlError> {
-        crate::commands::wait::acquire(ctx, argv, bytes, stats)
+        crate::commands::acquire::wait::acquire(ctx, argv, bytes, stats)
     }
 }
 
@@ -180,7 +183,7 @@ impl Run for ReleaseCommand {
             |ctx| reply::integer(ctx, i64::try_from(units).unwrap_or(i64::MAX)),
         )?;
         if units > 0 {
-            crate::commands::wait::freed(ctx, key_name);
+            crate::commands::acquire::wait::freed(ctx, key_name);
         }
         Ok(())
     }

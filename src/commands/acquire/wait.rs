@@ -21,10 +21,11 @@ use std::sync::OnceLock;
 
 use redis_module::{Context, RedisString};
 
-use crate::commands::acquire_args::{Wait, parse_acquire};
-use crate::commands::evaluation::Evaluation;
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::{Parsed, Steps, detail, reply_decision, run_call};
+use crate::commands::acquire::args::{Wait, parse_acquire};
+use crate::commands::call::detail;
+use crate::commands::call::evaluation::Evaluation;
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::{Parsed, Steps, reply_decision, run_call};
 use crate::config;
 use crate::core::Micros;
 use crate::core::concurrency::{Concurrency, ConcurrencyParams, holds};

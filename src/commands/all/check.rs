@@ -9,8 +9,8 @@
 use redis_module::Context;
 
 use crate::commands::all::parse_limiter;
-use crate::commands::args::{Args, Options};
-use crate::commands::detail;
+use crate::commands::call::args::{Args, Options};
+use crate::commands::call::detail;
 use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::kind::Kind;
@@ -67,7 +67,9 @@ impl<'a> CheckRequest<'a> {
         let limiter = parse_limiter(&mut args, key)?;
         let spec = limiter.params;
         let mut opts =
-            Options::parse_only(&mut args, crate::commands::options::CHECK, |_, _| Ok(false))?;
+            Options::parse_only(&mut args, crate::commands::call::options::CHECK, |_, _| {
+                Ok(false)
+            })?;
         // The limiter's own CHARGE, as in RL.ALL, is the units asked of it.
         if let Some(charge) = limiter.charge {
             if opts.best_effort && charge != opts.cost {

@@ -46,7 +46,7 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 /// The shared options RL.CHECKALL takes.
-const OPTIONS: &[&[u8]] = crate::commands::options::CHECKALL;
+const OPTIONS: &[&[u8]] = crate::commands::call::options::CHECKALL;
 
 /// The lease id a concurrency limiter is checked under: one no call holds (ids are hashes of
 /// the client's bytes), so the check is that of a new lease.

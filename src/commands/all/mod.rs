@@ -8,19 +8,23 @@
 //! the same position. Parsing reuses each command's own parser, so the arguments and errors are
 //! exactly those of the single-limiter commands.
 
+pub mod check;
+pub mod checkall;
+
 use redis_module::Context;
 
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::commands::args::{Args, Options, non_negative, positive, quote};
-use crate::commands::detail::{self, Part};
+use crate::commands::acquire::wait;
+use crate::commands::call::args::{Args, Options, non_negative, positive, quote};
+use crate::commands::call::detail::{self, Part};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::limiters::registry;
+use crate::commands::policy::state as policy_state;
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::wait;
 use crate::commands::{Call, evaluation_time, reply_decision, run_call};
-use crate::commands::{policy_state, registry};
 use crate::config;
 use crate::core::Kind;
 use crate::core::flow::Write;
@@ -76,7 +80,7 @@ pub struct AllRequest<'a> {
 }
 
 /// The shared options RL.ALL takes.
-const ALL_OPTIONS: &[&[u8]] = crate::commands::args::SHARED;
+const ALL_OPTIONS: &[&[u8]] = crate::commands::call::args::SHARED;
 
 impl<'a> AllRequest<'a> {
     /// Parse the whole argument vector (`args[0]` is the command name).
@@ -356,7 +360,7 @@ pub fn declare_keys(ctx: &Context, bytes: &[&[u8]]) -> bool {
     }
     let numkeys = bytes
         .get(1)
-        .and_then(|n| crate::commands::args::parse_u64(n))
+        .and_then(|n| crate::commands::call::args::parse_u64(n))
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(0)
         .min(bytes.len().saturating_sub(2));
@@ -678,7 +682,7 @@ mod tests {
         );
     }
 
-    use crate::commands::registry::LIMITERS;
+    use crate::commands::limiters::registry::LIMITERS;
     use crate::core::dedup::DedupId;
     use crate::core::error::CoreError;
     use crate::core::flow::{self, Outcome, Write};

@@ -240,13 +240,13 @@ pub fn format_at(us: Micros) -> String {
     String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
-pub use crate::commands::options::{HOLD_NEEDS_DEDUP, HOLD_NO_CONCURRENCY};
+pub use crate::commands::call::options::{HOLD_NEEDS_DEDUP, HOLD_NO_CONCURRENCY};
 
 /// Longest option token (`BESTEFFORT`, `PRECISION`), with room to spare.
 const OPTION_MAX: usize = 16;
 
-/// The shared options, as typed (upper case): the option table's (`commands::options`).
-pub const SHARED: &[&[u8]] = crate::commands::options::SHARED;
+/// The shared options, as typed (upper case): the option table's (`commands::call::options`).
+pub const SHARED: &[&[u8]] = crate::commands::call::options::SHARED;
 
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

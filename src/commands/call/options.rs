@@ -99,8 +99,8 @@ pub const REFUND: &[Token] = &[DEDUP, AT];
 pub const AT_ONLY: &[Token] = &[AT];
 
 /// RL.ACQUIRE's rules, in the order it checks them: `HOLD` as it parses
-/// (`acquire_args::parse_with`), then `BESTEFFORT`, `DEDUP` and `WAIT`'s pairs
-/// (`acquire_args::parse_acquire`, with these texts), then `DELAY` (`wait::acquire`, after
+/// (`acquire::args::parse_with`), then `BESTEFFORT`, `DEDUP` and `WAIT`'s pairs
+/// (`acquire::args::parse_acquire`, with these texts), then `DELAY` (`wait::acquire`, after
 /// `WAIT`'s own bound). The checks stay written out there: evaluating these rules on each call
 /// cost RL.ACQUIRE about 300 instructions (2%).
 const ACQUIRE_RULES: &[Rule] = &[

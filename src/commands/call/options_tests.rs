@@ -1,7 +1,7 @@
-//! The option table's unit tests (`commands::options`): its texts are the errors', COMMAND DOCS
+//! The option table's unit tests (`commands::call::options`): its texts are the errors', COMMAND DOCS
 //! and the README agree with it.
 
-use crate::commands::options::*;
+use crate::commands::call::options::*;
 use crate::commands::table::COMMANDS;
 use crate::core::Kind;
 use crate::error::RlError;
@@ -9,7 +9,7 @@ use crate::error::RlError;
 /// The universe is the parser's shared options and `WAIT`.
 #[test]
 fn the_universe_is_the_parsed_options() {
-    assert_eq!(SHARED, crate::commands::args::SHARED);
+    assert_eq!(SHARED, crate::commands::call::args::SHARED);
     assert_eq!(&UNIVERSE[..SHARED.len()], SHARED);
     assert_eq!(UNIVERSE.len(), SHARED.len() + 1);
     for row in TABLE {
@@ -92,7 +92,7 @@ fn command_docs_list_the_accepted_options() {
 /// heading that lists options lists those it accepts.
 #[test]
 fn the_readme_agrees_with_the_table() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../../README.md");
     let start = readme
         .find("then any of these options, in any order:")
         .expect("the option table");

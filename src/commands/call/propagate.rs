@@ -8,9 +8,9 @@ use std::ffi::CStr;
 
 use redis_module::Context;
 
-use crate::commands::args::{AT_BUF, format_at_into};
-use crate::commands::evaluation::Expiry;
-use crate::commands::restore::SET_COMMAND;
+use crate::commands::call::args::{AT_BUF, format_at_into};
+use crate::commands::call::evaluation::Expiry;
+use crate::commands::call::restore::SET_COMMAND;
 use crate::core::Micros;
 use crate::core::decimal::{U64_DIGITS, format_u64_into};
 use crate::core::packed::Encodable;

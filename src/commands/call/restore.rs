@@ -10,7 +10,7 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, parse_u64};
+use crate::commands::call::args::{Args, parse_u64};
 use crate::commands::row::{Command, Run};
 use crate::core::LimiterState;
 use crate::core::codec;
@@ -83,7 +83,9 @@ fn run(ctx: &Context, argv: Argv<'_>, bytes: &[&[u8]]) -> Result<(), RlError> {
             Some(parse_u64(ms).ok_or(RlError::NotNonNegative("PXAT"))?)
         }
         Some(other) => {
-            return Err(RlError::UnknownOption(crate::commands::args::quote(other)));
+            return Err(RlError::UnknownOption(crate::commands::call::args::quote(
+                other,
+            )));
         }
     };
     if a.next().is_some() {

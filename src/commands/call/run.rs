@@ -1,79 +1,20 @@
-//! Thin, safe glue: bytes → typed request → core (judge, then settle) → `tail::finish` (write back,
-//! expire, replicate, notify, count) → reply.
+//! The path every limiter command takes: bytes → typed request → core (judge, then settle) →
+//! `tail::finish` (write back, expire, replicate, notify, count) → reply.
 //!
-//! Every command is one row of [`table`] (name, handler, flags, key spec, ACL categories, docs,
-//! counters), which registers it. Every limiter command is a [`LimiterCommand`]: it parses its
-//! arguments, names its algorithm and documents itself; [`run`] does the rest the same way for
-//! all of them. The algorithms' commands are wired once, in `crate::registry`, to the
-//! algorithms `core::kind` lists; `registry` turns that list into RL.ALL's table, and `table`
-//! into their rows.
-#![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::arithmetic_side_effects
-    )
-)]
-
-pub mod acquire_args;
-pub mod all;
-pub mod args;
-pub mod block;
-pub mod check;
-pub mod checkall;
-pub mod concurrency;
-pub mod detail;
-pub mod evaluation;
-pub mod fixed;
-pub mod gcra;
-pub mod info;
-pub mod leaky_bucket;
-pub mod limit;
-pub mod metrics;
-pub mod options;
-#[cfg(test)]
-mod options_tests;
-pub mod policy;
-pub mod policy_state;
-pub mod propagate;
-pub mod refund;
-pub mod registry;
-pub mod restore;
-pub mod row;
-pub mod settle;
-pub mod sliding;
-pub mod sliding_counter;
-pub mod stream_count;
-pub mod table;
-pub mod tail;
-pub mod throttle;
-pub mod token_bucket;
-pub mod wait;
-
-pub use evaluation::{Evaluation, Expiry, evaluation_time};
-pub use propagate::{
-    STATE_REPLICATION_MAX, replicate_argv_with_at, replicate_expiry, replicate_state,
-};
+//! Every limiter command is a [`LimiterCommand`]: it parses its arguments, names its algorithm
+//! and documents itself; [`run`] does the rest the same way for all of them, through
+//! [`run_call`], which RL.LIMIT, RL.ACQUIRE and RL.ALL over one key call with their own [`Call`].
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
 use redis_module::{Context, RedisValue};
 
-use crate::commands::args::Options;
+use crate::commands::call::args::Options;
+use crate::commands::call::detail;
+use crate::commands::call::evaluation::evaluation_time;
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::config;
 use crate::core::flow::{self, Outcome, Write};
 use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
@@ -278,7 +219,7 @@ pub struct Call<'c, A: Algorithm, R: FnOnce(&Context, &Decision, &Verdict), S: S
 
 /// A command's own steps in [`run_call`]'s flow, around applying the call to its key; by
 /// default none. RL.ACQUIRE's: a new lease yields its turn to the key's waiters, and a call
-/// with `WAIT` that does not fit waits for it (`commands::wait`).
+/// with `WAIT` that does not fit waits for it (`commands::acquire::wait`).
 pub trait Steps {
     /// What a call taken over by [`Self::after`] carries to [`Self::take_over`].
     type Taken;

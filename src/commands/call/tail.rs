@@ -7,8 +7,8 @@ use std::ffi::CStr;
 
 use redis_module::Context;
 
-use crate::commands::evaluation::Evaluation;
-use crate::commands::propagate::{
+use crate::commands::call::evaluation::Evaluation;
+use crate::commands::call::propagate::{
     ShortValue, replicate_argv_with_at, replicate_expiry, replicate_state, replicate_values,
 };
 use crate::commands::row::Command;

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::commands::policy_state;
+use crate::commands::policy::state as policy_state;
 use crate::commands::row::Command;
 use crate::config;
 use crate::core::policy;

@@ -1,6 +1,6 @@
 //! RL.FIXED key limit window [OFFSET d] [TZ zone] [ANCHOR a] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
-use crate::commands::args::{Args, Options, duration, duration_or_zero, positive, quote};
+use crate::commands::call::args::{Args, Options, duration, duration_or_zero, positive, quote};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::calendar::{Calendar, DAY_MS, Unit, ZoneId};

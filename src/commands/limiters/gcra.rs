@@ -1,6 +1,6 @@
 //! RL.GCRA key burst rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 
-use crate::commands::args::{Args, Options, duration, positive};
+use crate::commands::call::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::{Gcra, GcraParams};
 use crate::core::{CoreError, MUST_FIT_DURATION};

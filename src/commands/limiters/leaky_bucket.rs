@@ -1,6 +1,6 @@
 //! RL.LEAKYBUCKET key capacity rate period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 
-use crate::commands::gcra::parse_schedule;
+use crate::commands::limiters::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
 use crate::core::leaky_bucket::LeakyBucket;

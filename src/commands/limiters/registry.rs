@@ -53,7 +53,7 @@ fn parse_with<C: LimiterCommand>(argv: &[&[u8]]) -> Result<AnyParams, RlError> {
 }
 
 /// The command type of an algorithm (`<of::Gcra as WiredCommand>::Command` is
-/// `commands::gcra::GcraCommand`), which runs the algorithm's state type: implemented by the
+/// `commands::limiters::gcra::GcraCommand`), which runs the algorithm's state type: implemented by the
 /// crate-root registry (`crate::registry`), one row per algorithm. A [`Kind`] without its row,
 /// or a command of another algorithm, is a compile error.
 pub trait WiredCommand: WiredState {

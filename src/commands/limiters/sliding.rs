@@ -1,6 +1,6 @@
 //! RL.SLIDING key limit window [PRECISION d] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
-use crate::commands::args::{Args, Options, duration, once, positive};
+use crate::commands::call::args::{Args, Options, duration, once, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_log::{DEFAULT_PRECISION, SlidingLog, SlidingParams};
 use crate::docs::{ArgType, CommandDoc, KEY, arg, opt};

@@ -1,6 +1,6 @@
 //! RL.SLIDINGCOUNTER key limit window [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [AT t]
 
-use crate::commands::args::{Args, Options, duration, positive};
+use crate::commands::call::args::{Args, Options, duration, positive};
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
 use crate::docs::{ArgType, CommandDoc, KEY, arg};

@@ -20,9 +20,9 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::call::args::{Args, at_time, duration, non_negative, once, positive, quote};
+use crate::commands::call::propagate::replicate_pexpireat;
 use crate::commands::evaluation_time;
-use crate::commands::propagate::replicate_pexpireat;
 use crate::commands::row::{Command, Run};
 use crate::core::Micros;
 use crate::core::stream_count::{

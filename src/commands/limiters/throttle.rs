@@ -11,8 +11,8 @@ use std::ffi::CStr;
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options, at_time, non_negative, positive};
-use crate::commands::gcra::spanned;
+use crate::commands::call::args::{Args, Options, at_time, non_negative, positive};
+use crate::commands::limiters::gcra::spanned;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::Micros;
 use crate::core::gcra::{Gcra, GcraParams, MAX_PARAM};

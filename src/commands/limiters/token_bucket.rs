@@ -1,6 +1,6 @@
 //! RL.TOKENBUCKET key capacity refill period [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
 
-use crate::commands::gcra::parse_schedule;
+use crate::commands::limiters::gcra::parse_schedule;
 use crate::commands::{LimiterCommand, Parsed};
 use crate::core::gcra::GcraParams;
 use crate::core::token_bucket::TokenBucket;

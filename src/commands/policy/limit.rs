@@ -9,8 +9,8 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options};
-use crate::commands::policy_state;
+use crate::commands::call::args::{Args, Options};
+use crate::commands::policy::state as policy_state;
 use crate::commands::row::{Command, Run};
 use crate::commands::{Call, reply_decision, run_call};
 use crate::core::Kind;
@@ -53,7 +53,7 @@ impl Run for Limit {
         let found = policy_state::lookup(name)?;
         let [limiter] = found.def.limiters.as_slice() else {
             return Err(RlError::PolicyKeys {
-                policy: crate::commands::args::quote(name),
+                policy: crate::commands::call::args::quote(name),
                 limiters: found.def.limiters.len(),
                 keys: 1,
             });
@@ -69,7 +69,7 @@ impl Run for Limit {
         let spec = if limiter.params.kind() == Kind::Concurrency {
             if opts.dedup.is_none() {
                 return Err(RlError::Conflict(
-                    crate::commands::options::POLICY_NEEDS_LEASE_ID,
+                    crate::commands::call::options::POLICY_NEEDS_LEASE_ID,
                 ));
             }
             bound = limiter

@@ -1,5 +1,5 @@
 //! RL.POLICY SET/GET/DEL/LIST/DUMP/RESTORE: named policies, module state outside the keyspace
-//! (`core::policy`), applied by RL.LIMIT (`commands::limit`) and by `POLICY name` in RL.ALL and
+//! (`core::policy`), applied by RL.LIMIT (`commands::policy::limit`) and by `POLICY name` in RL.ALL and
 //! RL.CHECKALL.
 //!
 //! Each subcommand is a subcommand of the container `rl.policy` (`rl.policy|set`), with its own
@@ -11,7 +11,10 @@
 //! payload's versions; from a client it gives the next ones), a RESTORE as
 //! `RL.POLICY RESTORE <every policy>`, a DEL as itself. The RDB holds them as aux data (`ffi::datatype`), and an AOF rewrite, whose
 //! base file has no place for them without an RDB preamble, gets them at the start of its new
-//! incremental file (`commands::policy_state`).
+//! incremental file (`commands::policy::state`).
+
+pub mod limit;
+pub mod state;
 
 use std::sync::Arc;
 
@@ -19,8 +22,8 @@ use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisValue};
 
 use crate::commands::all::parse_limiter;
-use crate::commands::args::{Args, quote};
-use crate::commands::policy_state::{dump_all, flush_pending, owe_nothing, store};
+use crate::commands::call::args::{Args, quote};
+use crate::commands::policy::state::{dump_all, flush_pending, owe_nothing, store};
 use crate::commands::row::{Command, Run};
 use crate::config;
 use crate::core::policy::{
@@ -72,7 +75,7 @@ pub fn parse_definition(items: &[&[u8]]) -> Result<Definition, RlError> {
     while let Some(token) = args.peek() {
         if token.eq_ignore_ascii_case(b"SHADOW") {
             args.next();
-            crate::commands::args::once(&mut shadow, "SHADOW")?;
+            crate::commands::call::args::once(&mut shadow, "SHADOW")?;
             continue;
         }
         if token.eq_ignore_ascii_case(b"DESC") {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use redis_module::Context;
 
-use crate::commands::args::quote;
+use crate::commands::call::args::quote;
 use crate::core::policy::{self, Policy, PolicyStore};
 use crate::error::RlError;
 use crate::ffi;

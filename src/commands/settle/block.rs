@@ -3,9 +3,9 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options, duration};
+use crate::commands::call::args::{Args, Options, duration};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{Evaluation, evaluation_time};
 use crate::core::Micros;
 use crate::core::flow;
@@ -53,9 +53,11 @@ impl BlockRequest {
         let _name = args.required()?;
         let _key = args.required()?;
         let d = duration(args.required()?, "duration")?;
-        let opts = Options::parse_only(&mut args, crate::commands::options::AT_ONLY, |_, _| {
-            Ok(false)
-        })?;
+        let opts = Options::parse_only(
+            &mut args,
+            crate::commands::call::options::AT_ONLY,
+            |_, _| Ok(false),
+        )?;
         Ok(BlockRequest { d, opts })
     }
 }

@@ -3,12 +3,15 @@
 //! (`core::settle::judge_settle`). Every key is judged before any changes, so a settle that
 //! errors on one key changes none.
 
+pub mod block;
+pub mod refund;
+
 use redis_module::Context;
 
 use crate::commands::all::declare_keys;
-use crate::commands::args::{Args, Options, non_negative, positive};
+use crate::commands::call::args::{Args, Options, non_negative, positive};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::dedup::{DedupId, MAX_ID_LEN};
 use crate::core::limiter::Decision;
@@ -86,9 +89,11 @@ impl<'a> SettleRequest<'a> {
         let units = (0..numkeys)
             .map(|_| non_negative(args.required()?, "units"))
             .collect::<Result<Vec<u64>, RlError>>()?;
-        let opts = Options::parse_only(&mut args, crate::commands::options::AT_ONLY, |_, _| {
-            Ok(false)
-        })?;
+        let opts = Options::parse_only(
+            &mut args,
+            crate::commands::call::options::AT_ONLY,
+            |_, _| Ok(false),
+        )?;
         Ok(SettleRequest {
             keys,
             id: DedupId::of(id),

@@ -3,9 +3,9 @@
 
 use redis_module::Context;
 
-use crate::commands::args::{Args, Options, positive};
+use crate::commands::call::args::{Args, Options, positive};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
-use crate::commands::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::flow;
 use crate::core::limiter::Decision;
@@ -46,9 +46,10 @@ impl RefundRequest {
         let _name = args.required()?;
         let _key = args.required()?;
         let units = positive(args.required()?, "units")?;
-        let opts = Options::parse_only(&mut args, crate::commands::options::REFUND, |_, _| {
-            Ok(false)
-        })?;
+        let opts =
+            Options::parse_only(&mut args, crate::commands::call::options::REFUND, |_, _| {
+                Ok(false)
+            })?;
         Ok(RefundRequest { units, opts })
     }
 }
