@@ -8,9 +8,9 @@
 
 use redis_module::Context;
 
-use crate::commands::all::parse_limiter;
 use crate::commands::call::args::{Args, Options};
 use crate::commands::call::detail;
+use crate::commands::limiters::registry::parse_limiter;
 use crate::commands::row::{Command, Run};
 use crate::commands::{evaluation_time, reply_decision};
 use crate::core::kind::Kind;

@@ -2,7 +2,10 @@
 //! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]).
 //! `commands::table` makes their rows of the command table from the same list.
 
+use smallvec::SmallVec;
+
 use crate::commands::LimiterCommand;
+use crate::commands::call::args::{Args, non_negative, quote};
 use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
@@ -88,6 +91,88 @@ pub fn limiter(token: &[u8]) -> Option<&'static Limiter> {
     LIMITERS
         .iter()
         .find(|l| token.eq_ignore_ascii_case(l.kind.name().as_bytes()))
+}
+
+/// One `limiter` of RL.ALL, RL.CHECKALL or RL.CHECK, as written: its parameters, and its
+/// `CHARGE n` and `NAME name` when given.
+#[derive(Debug, Clone)]
+pub struct LimiterArg<'a> {
+    pub params: AnyParams,
+    pub charge: Option<u64>,
+    pub name: Option<&'a [u8]>,
+}
+
+/// Longest limiter `NAME`, in bytes.
+pub const NAME_MAX: usize = 64;
+
+/// A limiter's `NAME`: 1 to [`NAME_MAX`] bytes of letters, digits, `_`, `-`, `.`, `:`.
+///
+/// # Errors
+/// [`RlError::Conflict`] naming the rule.
+pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
+    let ok = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
+    if token.is_empty() || token.len() > NAME_MAX || !token.iter().all(ok) {
+        return Err(RlError::Conflict(
+            "NAME must be 1 to 64 letters, digits, '_', '-', '.' or ':'",
+        ));
+    }
+    Ok(token)
+}
+
+/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
+/// arguments and its own options, parsed by that command's own parser, then `CHARGE n` and
+/// `NAME name` in any order.
+///
+/// # Errors
+/// A missing or unknown limiter, the command's own argument errors, a bad or repeated
+/// `CHARGE` or `NAME`.
+pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'a>, RlError> {
+    let token = args
+        .next()
+        .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
+    let limiter = limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+    let arity = RlError::LimiterArity(limiter.kind);
+    // On the stack: a limiter's own arguments are its name, key, positionals and options.
+    let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
+    argv.push(limiter.kind.command().as_bytes());
+    argv.push(key);
+    for _ in 0..limiter.positional() {
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    let mut charge = None;
+    let mut name = None;
+    while let Some(opt) = args.peek() {
+        if opt.eq_ignore_ascii_case(b"CHARGE") {
+            args.next();
+            if charge.is_some() {
+                return Err(RlError::Duplicate("CHARGE"));
+            }
+            charge = Some(non_negative(args.value_of("CHARGE")?, "CHARGE")?);
+            continue;
+        }
+        if opt.eq_ignore_ascii_case(b"NAME") {
+            args.next();
+            if name.is_some() {
+                return Err(RlError::Duplicate("NAME"));
+            }
+            name = Some(limiter_name(args.value_of("NAME")?)?);
+            continue;
+        }
+        if charge.is_some()
+            || name.is_some()
+            || !limiter.options().any(|o| opt.eq_ignore_ascii_case(o))
+        {
+            break;
+        }
+        argv.push(opt);
+        args.next();
+        argv.push(args.next().ok_or_else(|| arity.clone())?);
+    }
+    Ok(LimiterArg {
+        params: (limiter.parse)(&argv)?,
+        charge,
+        name,
+    })
 }
 
 #[cfg(test)]

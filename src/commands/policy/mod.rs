@@ -21,8 +21,8 @@ use std::sync::Arc;
 use redis_module::redisvalue::RedisValueKey;
 use redis_module::{Context, RedisValue};
 
-use crate::commands::all::parse_limiter;
 use crate::commands::call::args::{Args, quote};
+use crate::commands::limiters::registry::parse_limiter;
 use crate::commands::policy::state::{dump_all, flush_pending, owe_nothing, store};
 use crate::commands::row::{Command, Run};
 use crate::config;
