@@ -126,6 +126,7 @@ pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
 /// # Errors
 /// A missing or unknown limiter, the command's own argument errors, a bad or repeated
 /// `CHARGE` or `NAME`.
+#[inline]
 pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'a>, RlError> {
     let token = args
         .next()
