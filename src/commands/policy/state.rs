@@ -44,6 +44,7 @@ pub fn try_store() -> Option<MutexGuard<'static, PolicyStore>> {
 ///
 /// # Errors
 /// `ERR unknown policy '<name>'`.
+#[inline]
 pub fn lookup(name: &[u8]) -> Result<Arc<Policy>, RlError> {
     store()
         .get(name)
