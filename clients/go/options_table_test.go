@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The module's option table (docs/options.json, written from src/commands/options.rs and held
+// The module's option table (docs/options.json, written from src/commands/call/options.rs and held
 // equal to it by the module's unit tests).
 type optionTable struct {
 	Shared   []string `json:"shared"`

@@ -63,7 +63,7 @@ test("every documented option has a client option", async () => {
   assert.deepEqual([...docs].sort(), [...covered].sort());
 });
 
-// The module's option table (docs/options.json, written from src/commands/options.rs and held
+// The module's option table (docs/options.json, written from src/commands/call/options.rs and held
 // equal to it by the module's unit tests).
 const TABLE = JSON.parse(
   require("node:fs").readFileSync(require("node:path").join(__dirname, "..", "..", "..", "docs", "options.json"), "utf8"),

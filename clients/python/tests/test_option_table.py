@@ -84,7 +84,7 @@ def test_every_documented_shared_option_has_a_keyword(server: RedisModuleServer)
     assert documented == covered, documented ^ covered
 
 
-# The module's option table (docs/options.json, written from src/commands/options.rs and held
+# The module's option table (docs/options.json, written from src/commands/call/options.rs and held
 # equal to it by the module's unit tests).
 TABLE_PATH = Path(__file__).resolve().parents[3] / "docs" / "options.json"
 

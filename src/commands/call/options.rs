@@ -346,7 +346,7 @@ pub fn json() -> String {
     }
     let mut out = String::from("{\n");
     out.push_str(
-        "  \"about\": \"The option table of redis-ratelimit (src/commands/options.rs), written by its unit test: \
+        "  \"about\": \"The option table of redis-ratelimit (src/commands/call/options.rs), written by its unit test: \
          per command the options it takes, those it accepts, and its refusals in the order it checks them \
          (refused: those options together; without: unless that option is given too).\",\n",
     );
