@@ -587,7 +587,8 @@ fn apply_now(
     let (granted, amounts) = choose(req, &judged);
     // What each key does: charged its amount (which every key can be, checked before any key
     // changes), or, when denied, blocked by `BLOCK d` if it denied.
-    let mut actions: Few<Settle> = Few::with_capacity(judged.len());
+    // (Found again when each key is settled: it is a function of the key's judgment.)
+    let mut placed = false;
     for ((slot, spec), j) in slots.iter().zip(specs).zip(&judged) {
         let action = j.settles(req, amounts.of(j));
         if let Settle::Charge(n) = action {
@@ -599,14 +600,14 @@ fn apply_now(
         {
             return Err(CoreError::Refused(flow::TOO_MANY_HOLDS).into());
         }
-        actions.push(action);
+        placed |= matches!(action, Settle::Block(_));
     }
-    let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
     // Settle every key (a copy when peeking), then read each key's reply from its state after.
     let mut limiters: Few<LimiterDetail> = Few::with_capacity(judged.len());
     let mut writes: Few<Option<Micros>> = Few::with_capacity(judged.len());
-    for (((slot, spec), j), action) in slots.iter_mut().zip(specs).zip(&judged).zip(actions) {
+    for ((slot, spec), j) in slots.iter_mut().zip(specs).zip(&judged) {
         let amount = amounts.of(j);
+        let action = j.settles(req, amount);
         let part = |verdict: Verdict| LimiterDetail {
             cost: j.cost,
             verdict: Verdict {

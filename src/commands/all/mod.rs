@@ -40,7 +40,7 @@ use crate::core::multi::{
 use crate::core::policy::Policy;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::{Arg, Argv};
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::stats::Count;
 
@@ -342,10 +342,9 @@ impl Run for All {
         let req: Request = parsed.opts.request(now);
         let n = parsed.keys.len();
         // Each key's part, filled in place (a `collect` would build each elsewhere and move it).
-        let mut names: Few<Arg<'_>> = Few::with_capacity(n);
+        let names = || argv.iter().skip(2).take(n);
         let mut keys: Few<LimiterKey> = Few::with_capacity(n);
-        for name in argv.iter().skip(2).take(n) {
-            names.push(name);
+        for name in names() {
             keys.push(LimiterKey::open(ctx, name));
         }
         let mut held: Few<_> = Few::with_capacity(n);
@@ -416,8 +415,8 @@ impl Run for All {
             (false, _) => (reason, outcome.denied_by),
         };
         let mut touched: Few<Touched<'_>> = Few::with_capacity(n);
-        for ((key, name), fate) in keys.into_iter().zip(&names).zip(fates) {
-            touched.push(Touched::new(key, *name, fate));
+        for ((key, name), fate) in keys.into_iter().zip(names()).zip(fates) {
+            touched.push(Touched::new(key, name, fate));
         }
         let propagate = Propagate::Values {
             argv,
