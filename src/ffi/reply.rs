@@ -178,12 +178,13 @@ pub struct DetailEntry<'a> {
 /// `denied_by` (null when granted), `reason` and `limiters` (one map per entry, `policy` only
 /// where there is one); under RESP2 an array of the five values, `denied_by` (nil when granted),
 /// `reason` and one nested array holding each entry's values in order (`policy` nil when none).
-pub fn detail(
+/// The entries are made as they are sent (nothing allocated).
+pub fn detail<'a>(
     ctx: &Context,
     values: [i64; 5],
     denied_by: Option<&[u8]>,
     reason: &str,
-    entries: &[DetailEntry<'_>],
+    entries: impl ExactSizeIterator<Item = DetailEntry<'a>>,
 ) {
     let resp3 = is_resp3(ctx);
     let field = |name: &str| {
