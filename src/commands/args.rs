@@ -248,6 +248,79 @@ const OPTION_MAX: usize = 16;
 /// The shared options, as typed (upper case): the option table's (`commands::options`).
 pub const SHARED: &[&[u8]] = crate::commands::options::SHARED;
 
+/// A shared option, known from its token ([`Shared::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shared {
+    Cost,
+    Peek,
+    Shadow,
+    BestEffort,
+    Dedup,
+    Block,
+    Delay,
+    Hold,
+    At,
+    Detail,
+}
+
+/// `token`'s first `N` bytes (all of it: `None` unless it has exactly `N`), each with bit 5
+/// cleared. A shared option's name is upper-case letters only, and the bytes that become an
+/// upper-case letter so are exactly that letter in either case: the result is a name exactly
+/// when the token is that name in any case.
+#[inline(always)]
+fn folded<const N: usize>(token: &[u8]) -> Option<[u8; N]> {
+    let bytes: [u8; N] = token.try_into().ok()?;
+    Some(bytes.map(|b| b & !0x20))
+}
+
+impl Shared {
+    /// The shared option `token` names, in any case (SPEC: options are case-insensitive);
+    /// without copying the token, by its length, then a few word compares.
+    #[inline(always)]
+    fn of(token: &[u8]) -> Option<Shared> {
+        let name = |n: &[u8], opt: Shared| (n == opt.token()).then_some(opt);
+        match token.len() {
+            2 => name(&folded::<2>(token)?, Shared::At),
+            4 => match &folded::<4>(token)? {
+                b"COST" => Some(Shared::Cost),
+                b"PEEK" => Some(Shared::Peek),
+                b"HOLD" => Some(Shared::Hold),
+                _ => None,
+            },
+            5 => match &folded::<5>(token)? {
+                b"DEDUP" => Some(Shared::Dedup),
+                b"BLOCK" => Some(Shared::Block),
+                b"DELAY" => Some(Shared::Delay),
+                _ => None,
+            },
+            6 => match &folded::<6>(token)? {
+                b"SHADOW" => Some(Shared::Shadow),
+                b"DETAIL" => Some(Shared::Detail),
+                _ => None,
+            },
+            10 => name(&folded::<10>(token)?, Shared::BestEffort),
+            _ => None,
+        }
+    }
+
+    /// Its token, upper case (the option table's).
+    fn token(self) -> &'static [u8] {
+        use crate::commands::options as o;
+        match self {
+            Shared::Cost => o::COST,
+            Shared::Peek => o::PEEK,
+            Shared::Shadow => o::SHADOW,
+            Shared::BestEffort => o::BESTEFFORT,
+            Shared::Dedup => o::DEDUP,
+            Shared::Block => o::BLOCK,
+            Shared::Delay => o::DELAY,
+            Shared::Hold => o::HOLD,
+            Shared::At => o::AT,
+            Shared::Detail => o::DETAIL,
+        }
+    }
+}
+
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -332,33 +405,38 @@ impl Options {
         let mut seen_cost = false;
         while let Some(token) = args.next() {
             let index = args.index().saturating_sub(1);
-            // Options are short: upper-case the token on the stack (a longer one is no option,
-            // and is passed on as it is).
-            let mut buf = [0u8; OPTION_MAX];
-            let upper: &[u8] = match buf.get_mut(..token.len()) {
-                Some(b) => {
-                    b.copy_from_slice(token);
-                    b.make_ascii_uppercase();
-                    b
+            let Some(shared) = Shared::of(token) else {
+                // The algorithm's own option, or none: given upper-cased on the stack (options
+                // are short; a longer token is no option, and is passed on as it is).
+                let mut buf = [0u8; OPTION_MAX];
+                let upper: &[u8] = match buf.get_mut(..token.len()) {
+                    Some(b) => {
+                        b.copy_from_slice(token);
+                        b.make_ascii_uppercase();
+                        b
+                    }
+                    None => token,
+                };
+                if !extra(upper, args)? {
+                    return Err(RlError::UnknownOption(quote(token)));
                 }
-                None => token,
+                continue;
             };
             if let Some(allowed) = allowed
-                && SHARED.contains(&upper)
-                && !allowed.contains(&upper)
+                && !allowed.contains(&shared.token())
             {
                 return Err(RlError::UnknownOption(quote(token)));
             }
-            match upper {
-                b"COST" => {
+            match shared {
+                Shared::Cost => {
                     once(&mut seen_cost, "COST")?;
                     o.cost = non_negative(args.value_of("COST")?, "COST")?;
                 }
-                b"PEEK" => once(&mut o.peek, "PEEK")?,
-                b"SHADOW" => once(&mut o.shadow, "SHADOW")?,
-                b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
-                b"DETAIL" => once(&mut o.detail, "DETAIL")?,
-                b"DEDUP" => {
+                Shared::Peek => once(&mut o.peek, "PEEK")?,
+                Shared::Shadow => once(&mut o.shadow, "SHADOW")?,
+                Shared::BestEffort => once(&mut o.best_effort, "BESTEFFORT")?,
+                Shared::Detail => once(&mut o.detail, "DETAIL")?,
+                Shared::Dedup => {
                     if o.dedup.is_some() {
                         return Err(RlError::Duplicate("DEDUP"));
                     }
@@ -368,35 +446,30 @@ impl Options {
                     }
                     o.dedup = Some(DedupId::of(id));
                 }
-                b"BLOCK" => {
+                Shared::Block => {
                     if o.block.is_some() {
                         return Err(RlError::Duplicate("BLOCK"));
                     }
                     o.block = Some(duration(args.value_of("BLOCK")?, "BLOCK")?);
                 }
-                b"DELAY" => {
+                Shared::Delay => {
                     if o.delay.is_some() {
                         return Err(RlError::Duplicate("DELAY"));
                     }
                     o.delay = Some(duration(args.value_of("DELAY")?, "DELAY")?);
                 }
-                b"HOLD" => {
+                Shared::Hold => {
                     if o.hold.is_some() {
                         return Err(RlError::Duplicate("HOLD"));
                     }
                     o.hold = Some(duration(args.value_of("HOLD")?, "HOLD")?);
                 }
-                b"AT" => {
+                Shared::At => {
                     if o.at.is_some() {
                         return Err(RlError::Duplicate("AT"));
                     }
                     o.at = Some(at_time(args.value_of("AT")?)?);
                     o.at_index = Some(index);
-                }
-                _ => {
-                    if !extra(upper, args)? {
-                        return Err(RlError::UnknownOption(quote(token)));
-                    }
                 }
             }
         }
@@ -504,6 +577,77 @@ mod tests {
         let mut t = vec![b'a'; 63];
         t.extend_from_slice("\u{1F600}".as_bytes());
         assert_eq!(quote(&t), format!("{}\\xf0...", "a".repeat(63)));
+    }
+
+    /// A token is a shared option exactly when, upper-cased, it is one of [`SHARED`]: in any
+    /// case, and never for bytes that are no letter (whose bit 5 cleared gives a letter only
+    /// for the letters themselves).
+    #[test]
+    fn shared_options_are_known_in_any_case_and_only_them() {
+        let all = [
+            Shared::Cost,
+            Shared::Peek,
+            Shared::Shadow,
+            Shared::BestEffort,
+            Shared::Dedup,
+            Shared::Block,
+            Shared::Delay,
+            Shared::Hold,
+            Shared::At,
+            Shared::Detail,
+        ];
+        let mut tokens: Vec<&[u8]> = all.iter().map(|s| s.token()).collect();
+        tokens.sort();
+        let mut shared = SHARED.to_vec();
+        shared.sort();
+        assert_eq!(tokens, shared);
+        let want = |t: &[u8]| {
+            let upper = t.to_ascii_uppercase();
+            all.iter().copied().find(|s| s.token() == upper.as_slice())
+        };
+        for s in all {
+            let name = s.token();
+            // Every mix of cases of the name.
+            for mask in 0u32..(1 << name.len()) {
+                let t: Vec<u8> = name
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| {
+                        if mask >> i & 1 == 1 {
+                            b.to_ascii_lowercase()
+                        } else {
+                            b
+                        }
+                    })
+                    .collect();
+                assert_eq!(Shared::of(&t), Some(s), "{t:?}");
+            }
+            // One byte changed to any other byte: a shared option only if that is one too.
+            for i in 0..name.len() {
+                for b in 0..=255u8 {
+                    let mut t = name.to_vec();
+                    t[i] = b;
+                    assert_eq!(Shared::of(&t), want(&t), "{t:?}");
+                }
+            }
+            // A byte more or less.
+            assert_eq!(Shared::of(&name[1..]), want(&name[1..]));
+            let mut longer = name.to_vec();
+            longer.push(b'S');
+            assert_eq!(Shared::of(&longer), want(&longer));
+        }
+        for t in [
+            &b""[..],
+            b"A",
+            b"WAIT",
+            b"OFFSET",
+            b"TZ",
+            b"ANCHOR",
+            b"NAME",
+            b"\xc1T",
+        ] {
+            assert_eq!(Shared::of(t), want(t), "{t:?}");
+        }
     }
 
     #[test]
