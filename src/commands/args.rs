@@ -205,32 +205,44 @@ pub fn at_time(token: &[u8]) -> Result<Micros, RlError> {
 /// Room for any `AT` rendered by [`format_at_into`].
 pub const AT_BUF: usize = 32;
 
+/// Two decimal digits of every number below 100, `00` to `99`.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Render a time for `AT`, exact to the microsecond (`1700000000123.045`), into `buf`, without
-/// allocating (it is on the path of every replicated call).
+/// allocating (it is on the path of every call propagated with `AT`): written backwards from
+/// the end, two digits at a time.
 pub fn format_at_into(us: Micros, buf: &mut [u8; AT_BUF]) -> &[u8] {
-    // Written backwards from the end: three fraction digits, the dot, then the milliseconds.
-    let digit = |n: u64| b'0'.wrapping_add((n % 10) as u8);
     let mut pos = AT_BUF;
-    let mut frac = us % US_PER_MS;
-    for i in 0..4 {
-        pos = pos.saturating_sub(1);
-        let c = if i == 3 { b'.' } else { digit(frac) };
-        frac /= 10;
-        if let Some(slot) = buf.get_mut(pos) {
-            *slot = c;
+    let mut put = |bytes: &[u8]| {
+        let start = pos.saturating_sub(bytes.len());
+        if let Some(slot) = buf.get_mut(start..pos) {
+            slot.copy_from_slice(bytes);
         }
-    }
+        pos = start;
+    };
+    let pair = |n: u64| {
+        let i = usize::try_from(n % 100).unwrap_or(0).saturating_mul(2);
+        PAIRS.get(i..i.saturating_add(2)).unwrap_or(b"00")
+    };
+    let frac = us % US_PER_MS;
+    put(pair(frac % 100));
+    put(pair(frac / 100).get(1..).unwrap_or_default());
+    put(b".");
     let mut ms = us / US_PER_MS;
-    loop {
-        pos = pos.saturating_sub(1);
-        if let Some(slot) = buf.get_mut(pos) {
-            *slot = digit(ms);
-        }
-        ms /= 10;
-        if ms == 0 {
-            break;
-        }
+    while ms >= 100 {
+        put(pair(ms));
+        ms /= 100;
     }
+    put(if ms >= 10 {
+        pair(ms)
+    } else {
+        pair(ms).get(1..).unwrap_or_default()
+    });
     buf.get(pos..).unwrap_or_default()
 }
 
@@ -734,6 +746,18 @@ mod tests {
         assert_eq!(format_at(1_700_000_000_123_045), "1700000000123.045");
         assert_eq!(format_at(0), "0.000");
         assert_eq!(format_at(u64::MAX), "18446744073709551.615");
+        // Every number of digits, against the standard formatting.
+        let mut us = 7u64;
+        for _ in 0..2_000 {
+            let want = format!("{}.{:03}", us / 1000, us % 1000);
+            assert_eq!(format_at(us), want);
+            us = us.wrapping_mul(3).wrapping_add(us / 7 % 1000);
+        }
+        for us in [
+            0, 1, 9, 10, 99, 100, 999, 1000, 9_999, 10_000, 99_999, 100_000, 1_000_000,
+        ] {
+            assert_eq!(format_at(us), format!("{}.{:03}", us / 1000, us % 1000));
+        }
         assert_eq!(
             at_time(format_at(1_700_000_000_123_045).as_bytes()).unwrap(),
             1_700_000_000_123_045
