@@ -10,6 +10,10 @@ use crate::core::time::Micros;
 /// Longest id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 256;
 
+/// Fewest bytes the codec writes for one remembered id: 16 bytes of hash and two one-byte
+/// varints (its grant and the time it is forgotten).
+pub const MIN_ENTRY_LEN: usize = 18;
+
 /// A hashed idempotency token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DedupId(pub u128);

@@ -310,9 +310,9 @@ impl LimiterState {
 
     /// Fewest bytes the codec writes for the value, known without encoding it: its version,
     /// kind, last update, the algorithm's part when the algorithm knows its length (nothing
-    /// counted for it otherwise), the count of `DEDUP` ids and the fewest bytes of each (the
-    /// codec's `MIN_ENTRY_LEN`). So a value with a few ids is known too long to replicate as
-    /// itself without encoding it.
+    /// counted for it otherwise), the count of `DEDUP` ids and the fewest bytes of each
+    /// ([`MIN_ENTRY_LEN`](crate::core::dedup::MIN_ENTRY_LEN)). So a value with a few ids is known
+    /// too long to replicate as itself without encoding it.
     pub fn min_encoded_len(&self) -> usize {
         let algo = self
             .algo
@@ -324,7 +324,7 @@ impl LimiterState {
             .saturating_add(
                 self.extras
                     .len()
-                    .saturating_mul(crate::core::codec::MIN_ENTRY_LEN),
+                    .saturating_mul(crate::core::dedup::MIN_ENTRY_LEN),
             )
     }
 
