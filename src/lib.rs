@@ -35,17 +35,17 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         Status::Err
     };
     ffi::datatype::set_aux_hooks(ffi::datatype::AuxHooks {
-        save: commands::policy_state::dump_all,
-        any: commands::policy_state::any,
+        save: commands::policy::state::dump_all,
+        any: commands::policy::state::any,
         load: commands::policy::load_all,
     });
     if let Err(e) = commands::table::register(ctx) {
         return fail(e);
     }
     let hooks = ffi::events::Hooks {
-        key: commands::wait::key_event,
-        server: commands::wait::server_event,
-        policy: commands::policy_state::server_event,
+        key: commands::acquire::wait::key_event,
+        server: commands::acquire::wait::server_event,
+        policy: commands::policy::state::server_event,
     };
     if let Err(e) = ffi::events::subscribe(ctx, hooks) {
         return fail(e);

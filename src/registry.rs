@@ -13,7 +13,7 @@
 //! - its core file: a state type implementing `core::limiter::Algorithm` (and `refund`, unless
 //!   its `REFUND` names another command), declared in `core/mod.rs`;
 //! - its command file: a type implementing `commands::LimiterCommand` with its `DOC`, declared in
-//!   `commands/mod.rs`;
+//!   `commands/limiters/mod.rs`;
 //! - its identity row in `core::kind` (variant, tag, name) and its wiring row below;
 //! - in its core file's tests, `core::testkit::Sample` for its state type (its parameters for
 //!   the tests that run every algorithm);
@@ -21,10 +21,10 @@
 //!   `commands`, `tests/fuzz.rs` `COMMANDS` and its template), which fail until they have them.
 //!
 //! A forgotten row, trait, doc or sample is a compile error; `registry_is_complete` (in
-//! `commands::registry`) checks the rest, a forgotten `refund` included, and the command
+//! `commands::limiters::registry`) checks the rest, a forgotten `refund` included, and the command
 //! table's tests (`commands::table`) its row.
 
-use crate::commands::registry::WiredCommand;
+use crate::commands::limiters::registry::WiredCommand;
 use crate::core::kind::of;
 use crate::core::state::WiredState;
 use crate::{commands, core};
@@ -47,11 +47,11 @@ macro_rules! wire {
 
 wire! {
     // variant     core state                                command
-    Gcra           => core::gcra::Gcra,                      commands::gcra::GcraCommand;
-    TokenBucket    => core::token_bucket::TokenBucket,       commands::token_bucket::TokenBucketCommand;
-    LeakyBucket    => core::leaky_bucket::LeakyBucket,       commands::leaky_bucket::LeakyBucketCommand;
-    Fixed          => core::fixed_window::Fixed,             commands::fixed::FixedCommand;
-    Sliding        => core::sliding_log::SlidingLog,         commands::sliding::SlidingCommand;
-    SlidingCounter => core::sliding_counter::SlidingCounter, commands::sliding_counter::SlidingCounterCommand;
-    Concurrency    => core::concurrency::Concurrency,        commands::concurrency::AcquireCommand;
+    Gcra           => core::gcra::Gcra,                      commands::limiters::gcra::GcraCommand;
+    TokenBucket    => core::token_bucket::TokenBucket,       commands::limiters::token_bucket::TokenBucketCommand;
+    LeakyBucket    => core::leaky_bucket::LeakyBucket,       commands::limiters::leaky_bucket::LeakyBucketCommand;
+    Fixed          => core::fixed_window::Fixed,             commands::limiters::fixed::FixedCommand;
+    Sliding        => core::sliding_log::SlidingLog,         commands::limiters::sliding::SlidingCommand;
+    SlidingCounter => core::sliding_counter::SlidingCounter, commands::limiters::sliding_counter::SlidingCounterCommand;
+    Concurrency    => core::concurrency::Concurrency,        commands::acquire::AcquireCommand;
 }

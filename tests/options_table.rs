@@ -1,4 +1,4 @@
-//! The option table (`src/commands/options.rs`) holds: every command of it, called with every
+//! The option table (`src/commands/call/options.rs`) holds: every command of it, called with every
 //! option alone and with every ordered pair of options (the same one twice included), is
 //! accepted or refused exactly as the table says, with the table's error text, and a refused
 //! call changes nothing (`DEBUG DIGEST` before and after). The refusals that depend on a
@@ -8,7 +8,7 @@ mod common;
 use common::*;
 
 #[allow(dead_code)]
-#[path = "../src/commands/options.rs"]
+#[path = "../src/commands/call/options.rs"]
 mod options;
 
 use options::{LIMITER_RULES, TABLE, Token, UNIVERSE};

@@ -4,7 +4,7 @@
 //! all read from [`COMMANDS`]; the tests below check every row (docs, arity, flags against key
 //! spec and ACL categories, counters), and the integration tests check what the server lists.
 //!
-//! Adding a command: in its command file (declared in `commands/mod.rs`), its handler (a type
+//! Adding a command: in its command file (declared in its feature folder's `mod.rs`), its handler (a type
 //! implementing [`Run`], which gets its row: `tail::Tail::of` names and counts the call) and
 //! its `CommandDoc`; then one row in the `rows` below. A row without counters fails
 //! `every_command_but_rl_info_and_the_internal_ones_is_counted`; docs that do not match the
@@ -20,12 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::Context;
 
-use crate::commands::registry::WiredCommand;
+use crate::commands::all::{self, check, checkall};
+use crate::commands::call::restore;
+use crate::commands::inspect::{info, metrics};
+use crate::commands::limiters::registry::WiredCommand;
+use crate::commands::limiters::{stream_count, throttle};
+use crate::commands::policy::{self, limit, state as policy_state};
 use crate::commands::row::{Command, Run};
-use crate::commands::{
-    Limiter, LimiterCommand, all, block, check, checkall, concurrency, info, limit, metrics,
-    policy, policy_state, refund, restore, settle, stream_count, throttle, with_bytes,
-};
+use crate::commands::settle::{self, block, refund};
+use crate::commands::{Limiter, LimiterCommand, acquire, with_bytes};
 use crate::core::kind::of;
 use crate::core::state::Stored;
 use crate::docs::Keys;
@@ -108,7 +111,7 @@ crate::core::kind::each!(
     Unblock =>     c"rl.unblock",                    block::Unblock,                     c"write fast",                 Update,    c"write fast",      &block::UNBLOCK_DOC,             Some("rl_unblock");
     Check =>       c"rl.check",                      check::Check,                       c"readonly fast",              Read,      c"read fast",       &check::DOC,                     Some("rl_check");
     CheckAll =>    c"rl.checkall",                   checkall::CheckAll,                 c"readonly getkeys-api",       ReadNumkeys, c"read fast",     &checkall::DOC,                  Some("rl_checkall");
-    Release =>     c"rl.release",                    concurrency::ReleaseCommand,        c"write fast",                 Update,    c"write fast",      &concurrency::RELEASE_DOC,       Some("rl_release");
+    Release =>     c"rl.release",                    acquire::ReleaseCommand,            c"write fast",                 Update,    c"write fast",      &acquire::RELEASE_DOC,           Some("rl_release");
     Settle =>      c"rl.settle",                     settle::Settle,                     c"write getkeys-api",          Numkeys,   c"write",           &settle::DOC,                    Some("rl_settle");
     Info =>        c"rl.info",                       info::Info,                         c"readonly fast",              Read,      c"read fast",       &info::DOC,                      None;
     Restore =>     c"rl._restore",                   restore::Restore,                   c"write deny-oom",             Overwrite, c"admin dangerous", &restore::RESTORE_DOC,           None;

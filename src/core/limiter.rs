@@ -243,7 +243,7 @@ pub trait Algorithm: Sized + Clone {
     }
 
     /// Whether `RL.REFUND` gives units back to this algorithm (then `refund` must be written:
-    /// `registry_is_complete`, in `commands::registry`, fails for an algorithm whose refund
+    /// `registry_is_complete`, in `commands::limiters::registry`, fails for an algorithm whose refund
     /// gives nothing back) or names another command.
     const REFUND: Refund = Refund::Units;
 

@@ -1,0 +1,781 @@
+//! RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
+//!
+//! `POLICY name` in place of the limiters applies a named policy's limiters (`commands::policy`),
+//! one key per limiter in order.
+//!
+//! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
+//! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
+//! the same position. Parsing reuses each command's own parser, so the arguments and errors are
+//! exactly those of the single-limiter commands.
+
+pub mod check;
+pub mod checkall;
+
+use redis_module::Context;
+
+use std::sync::Arc;
+
+use crate::commands::acquire::wait;
+use crate::commands::call::args::{Args, Options, positive, quote};
+use crate::commands::call::detail::{self, Part};
+use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
+use crate::commands::limiters::registry::{LimiterArg, parse_limiter};
+use crate::commands::policy::state as policy_state;
+use crate::commands::row::{Command, Run};
+use crate::commands::{Call, evaluation_time, reply_decision, run_call};
+use crate::config;
+use crate::core::Kind;
+use crate::core::flow::Write;
+use crate::core::limiter::{Decision, Reason, Request};
+use crate::core::multi::{
+    AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
+};
+use crate::core::policy::Policy;
+use crate::core::state::Stored;
+use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
+use crate::error::RlError;
+use crate::ffi::command::{Arg, Argv};
+use crate::ffi::key::LimiterKey;
+use crate::stats::Count;
+
+/// RL.ALL's COMMAND DOCS.
+pub const DOC: CommandDoc = CommandDoc {
+    arity: -4,
+    summary: c"Apply several limiters to one request, all or nothing: granted only if every limiter grants it",
+    complexity: c"O(N) where N is the number of limiters",
+    args: &[
+        arg(c"numkeys", ArgType::Integer),
+        ArgDoc {
+            multiple: true,
+            ..KEY
+        },
+        ArgDoc {
+            multiple: true,
+            ..arg(c"limiter", ArgType::String)
+        },
+        POLICY,
+        DELAY,
+    ],
+    shared_options: true,
+};
+
+/// `POLICY name`: a named policy's limiters in place of the `limiter` arguments (RL.ALL and
+/// RL.CHECKALL).
+pub const POLICY: ArgDoc = opt(c"policy", ArgType::String, c"POLICY");
+
+/// RL.ALL's parsed arguments.
+#[derive(Debug, Clone)]
+pub struct AllRequest<'a> {
+    pub keys: Few<&'a [u8]>,
+    pub specs: Few<AnyParams>,
+    /// The units asked of each limiter: its `CHARGE`, else the call's `COST`.
+    pub charges: Few<u64>,
+    /// Each limiter's `NAME`, if given (the detailed reply names it by its key otherwise).
+    pub names: Few<Option<&'a [u8]>>,
+    pub opts: Options,
+    /// `POLICY name`: the named policy whose limiters these are (their names are its).
+    pub policy: Option<Arc<Policy>>,
+}
+
+/// The shared options RL.ALL takes.
+const ALL_OPTIONS: &[&[u8]] = crate::commands::call::args::SHARED;
+
+impl<'a> AllRequest<'a> {
+    /// Parse the whole argument vector (`args[0]` is the command name).
+    ///
+    /// # Errors
+    /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
+    pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
+        let parsed = Self::parse_with(items, ALL_OPTIONS)?;
+        let specs = parsed
+            .specs
+            .into_iter()
+            .map(|s| s.bind_call(parsed.opts.dedup, parsed.opts.best_effort))
+            .collect::<Result<Few<_>, _>>()?;
+        Ok(AllRequest { specs, ..parsed })
+    }
+
+    /// [`Self::parse`] taking only the shared options in `allowed`, the limiters not bound to
+    /// the call's options.
+    ///
+    /// # Errors
+    /// As [`Self::parse`].
+    pub fn parse_with(items: &'a [&'a [u8]], allowed: &[&[u8]]) -> Result<Self, RlError> {
+        let mut args = Args::new(items);
+        let _name = args.required()?;
+        let numkeys = positive(args.required()?, "numkeys")?;
+        let numkeys =
+            usize::try_from(numkeys).map_err(|_| RlError::Syntax("numkeys is too large"))?;
+        if numkeys > items.len().saturating_sub(2) {
+            return Err(RlError::Syntax(
+                "numkeys is greater than the number of arguments",
+            ));
+        }
+        let keys: Few<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if keys
+                .iter()
+                .skip(i.saturating_add(1))
+                .any(|other| other == k)
+            {
+                return Err(RlError::Syntax("RL.ALL keys must be distinct"));
+            }
+        }
+        if args
+            .peek()
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"POLICY"))
+        {
+            args.next();
+            let name = args.value_of("POLICY")?;
+            let found = policy_state::lookup(name)?;
+            let limiters = &found.def.limiters;
+            if limiters.len() != keys.len() {
+                return Err(RlError::PolicyKeys {
+                    policy: quote(name),
+                    limiters: limiters.len(),
+                    keys: keys.len(),
+                });
+            }
+            let mut opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+            // A policy set with SHADOW: every call under it as with the SHADOW option.
+            opts.shadow |= found.def.shadow;
+            // Named in the detailed reply by the policy's own names.
+            let limiters = limiters
+                .iter()
+                .map(|l| LimiterArg {
+                    params: l.params.clone(),
+                    charge: l.charge,
+                    name: None,
+                })
+                .collect();
+            return Self::checked(keys, limiters, opts, Some(found));
+        }
+        let mut limiters: Few<LimiterArg<'a>> = Few::with_capacity(numkeys);
+        for key in &keys {
+            limiters.push(parse_limiter(&mut args, key)?);
+        }
+        let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
+        Self::checked(keys, limiters, opts, None)
+    }
+
+    /// The request of `keys` under `limiters` with `opts`, the limiters written out or those of
+    /// `policy`: refused unless every limiter takes the call's `DELAY` and `HOLD`, and
+    /// `BESTEFFORT` only with equal charges.
+    ///
+    /// # Errors
+    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
+    /// charges.
+    fn checked(
+        keys: Few<&'a [u8]>,
+        limiters: Few<LimiterArg<'a>>,
+        opts: Options,
+        policy: Option<Arc<Policy>>,
+    ) -> Result<Self, RlError> {
+        opts.check_delay(
+            limiters
+                .iter()
+                .map(|l| (l.params.kind(), l.params.delays())),
+        )?;
+        opts.check_hold(
+            limiters
+                .iter()
+                .map(|l| (l.params.kind(), l.params.settles())),
+        )?;
+        let charges: Few<u64> = limiters
+            .iter()
+            .map(|l| l.charge.unwrap_or(opts.cost))
+            .collect();
+        if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
+            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        }
+        let names = limiters.iter().map(|l| l.name).collect();
+        let specs = limiters.into_iter().map(|l| l.params).collect();
+        Ok(AllRequest {
+            keys,
+            specs,
+            charges,
+            names,
+            opts,
+            policy,
+        })
+    }
+}
+
+impl AllRequest<'_> {
+    /// Whether the call is one key's own command: one key, asked the call's `COST`, with none of
+    /// what RL.ALL alone replies, counts or remembers (`DETAIL`, `SHADOW`, `DEDUP`, `HOLD`, a
+    /// named policy, a concurrency key's turn among its waiters). RL.ALL over one key replies and
+    /// writes exactly as that key's own command (the property test below), so such a call is
+    /// run as that command, on the key at argument 2.
+    fn is_its_own_command(&self) -> bool {
+        let o = &self.opts;
+        self.keys.len() == 1
+            && self.policy.is_none()
+            && self.charges.iter().all(|&c| c == o.cost)
+            && self.specs.iter().all(|s| s.kind() != Kind::Concurrency)
+            && !(o.detail || o.shadow || o.dedup.is_some() || o.hold.is_some())
+    }
+}
+
+/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
+/// and propagated as RL.ALL.
+///
+/// # Errors
+/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
+fn run_one(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    parsed: &AllRequest<'_>,
+) -> Result<(), RlError> {
+    let [spec] = &parsed.specs[..] else {
+        return Err(RlError::Arity);
+    };
+    let opts = parsed.opts;
+    crate::core::state::dispatch!(spec.state(), a => run_one_as(ctx, argv, bytes, this, a, opts))
+        .map_err(|e| match e {
+            RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
+                key: parsed.keys.first().map(|k| quote(k)).unwrap_or_default(),
+                held,
+                wanted,
+            },
+            e => e,
+        })
+}
+
+/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
+fn run_one_as<A: Stored>(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+    a: &A,
+    opts: Options,
+) -> Result<(), RlError> {
+    let call = Call::<A, _> {
+        params: a.params(),
+        opts,
+        command: this.name_str(),
+        event: this.name,
+        reply: |ctx, d, _| reply_decision(ctx, d),
+        name: None,
+        policy: None,
+        steps: (),
+        key: 2,
+    };
+    run_call(ctx, argv, bytes, &this.stats, call).map(|_| ())
+}
+
+/// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this
+/// call is: Redis 7.0's cluster routing asks the command itself where its keys are (the key
+/// specs answer COMMAND GETKEYS, but not the cluster redirection of 7.0).
+pub fn declare_keys(ctx: &Context, bytes: &[&[u8]]) -> bool {
+    if !ctx.is_keys_position_request() {
+        return false;
+    }
+    let numkeys = bytes
+        .get(1)
+        .and_then(|n| crate::commands::call::args::parse_u64(n))
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0)
+        .min(bytes.len().saturating_sub(2));
+    for pos in 0..numkeys {
+        ctx.key_at_pos(i32::try_from(pos.saturating_add(2)).unwrap_or(i32::MAX));
+    }
+    true
+}
+
+/// The error for a refused RL.ALL or RL.CHECKALL: WRONGTYPE naming the key of `keys`.
+pub fn multi_error(e: MultiError, keys: &[&[u8]]) -> RlError {
+    match e {
+        MultiError::WrongKind {
+            index,
+            held,
+            wanted,
+        } => RlError::WrongKindAt {
+            key: keys.get(index).map(|k| quote(k)).unwrap_or_default(),
+            held,
+            wanted,
+        },
+        MultiError::Core(e) => RlError::from(e),
+    }
+}
+
+/// RL.ALL numkeys key [key ...] limiter [limiter ...] [COST n] \[PEEK\] \[BESTEFFORT\] [DEDUP id] [DELAY d] [AT t]
+pub struct All;
+
+impl Run for All {
+    /// RL.ALL on the call's arguments and their bytes; on `Ok` it has replied.
+    ///
+    /// # Errors
+    /// Argument errors, WRONGTYPE naming the key, overflow; nothing is written on error.
+    fn run(
+        ctx: &Context,
+        argv: Argv<'_>,
+        bytes: &[&[u8]],
+        this: &'static Command,
+    ) -> Result<(), RlError> {
+        if declare_keys(ctx, bytes) {
+            return Ok(());
+        }
+        let parsed = AllRequest::parse(bytes)?;
+        if parsed.is_its_own_command() {
+            return run_one(ctx, argv, bytes, this, &parsed);
+        }
+        if parsed.policy.is_some() {
+            policy_state::flush_pending(ctx);
+        }
+        let eval = evaluation_time(ctx, parsed.opts.at)?;
+        let now = eval.now;
+        let req: Request = parsed.opts.request(now);
+        let names: Few<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
+
+        let mut keys: Few<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
+        let mut held: Few<_> = Few::with_capacity(keys.len());
+        for key in keys.iter_mut() {
+            held.push(key.limiter(this.name_str())?);
+        }
+        // A new lease on a concurrency key does not pass the clients waiting there
+        // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
+        // denied.
+        let yielder =
+            parsed
+                .specs
+                .iter()
+                .zip(&parsed.keys)
+                .zip(&held)
+                .position(|((spec, key), state)| {
+                    spec.kind() == Kind::Concurrency
+                        && wait::yields_turn(ctx, key, state.as_deref(), parsed.opts.dedup, now)
+                });
+        let yields = yielder.is_some();
+        let mut req = req;
+        req.peek |= yields;
+        let mut slots: Few<Slot<'_>> = held
+            .iter_mut()
+            .map(|h| match h {
+                Some(state) => Slot::Existing(state),
+                None => Slot::New(None),
+            })
+            .collect();
+        let outcome = apply_charged(
+            &mut slots,
+            &parsed.specs,
+            &parsed.charges,
+            &req,
+            config::dedup_max(),
+        )
+        .map_err(|e| multi_error(e, &parsed.keys))?;
+        let created: Few<Write> = slots
+            .into_iter()
+            .map(|s| match s {
+                Slot::New(Some(state)) => Write::Created(state),
+                Slot::Existing(_) => Write::Updated,
+                Slot::New(None) => Write::None,
+            })
+            .collect();
+        let fates: Few<Fate> = held
+            .into_iter()
+            .zip(created)
+            .zip(&outcome.writes)
+            .map(|((state, write), at)| match at {
+                Some(at) => Fate::of(ctx, state, write, *at, None),
+                None => Fate::of(ctx, state, Write::None, 0, None),
+            })
+            .collect();
+        let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
+        // A new lease that yields to the waiters on a concurrency key is denied (judged only);
+        // under `SHADOW` it is let through, taking nothing.
+        let yielded = if req.shadow {
+            yields && req.cost > 0
+        } else {
+            wait::deny_yielded(&mut reply, yields, req.cost)
+        };
+        let d = Decision::from(reply);
+        // Denied when a key denied (SPEC "The detailed reply"), as the detailed reply says.
+        let granted = outcome.denied_by.is_none() && !yielded;
+        let (reason, denied_by) = match (yielded, req.shadow) {
+            (true, true) => (Reason::Shadow, yielder),
+            // Denied at the concurrency limit the waiters hold, as RL.ACQUIRE says of it.
+            (true, false) => (Reason::Limit, yielder),
+            (false, _) => (reason, outcome.denied_by),
+        };
+        let mut keys: Few<Touched<'_>> = keys
+            .into_iter()
+            .zip(&names)
+            .zip(fates)
+            .map(|((key, name), fate)| Touched::new(key, *name, fate))
+            .collect();
+        let propagate = Propagate::Values {
+            argv,
+            at_index: parsed.opts.at_index,
+            now,
+        };
+        // Near its limit as enforcement judged it (the policy's counters too).
+        let enforced = Decision::from(outcome.verdict);
+        let count = Count::of(granted, req.shadow).near(
+            enforced.remaining,
+            enforced.limit,
+            config::near_limit_percent(),
+        );
+        finish(
+            ctx,
+            Tail::of(this),
+            eval,
+            &mut keys,
+            propagate,
+            count,
+            |ctx| {
+                if parsed.opts.detail {
+                    reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
+                } else {
+                    reply_decision(ctx, &d);
+                }
+            },
+        )?;
+        if let Some(p) = &parsed.policy {
+            p.stats
+                .record(count.granted(), count.shadow_denied(), count.near_limit());
+        }
+        Ok(())
+    }
+}
+
+/// The detailed reply of RL.ALL or RL.CHECKALL: the call's reply `d`, its reason and the index
+/// of the key that denied it (under `SHADOW`, [`Request::reply`]: the would-be denier), then
+/// one part per key, named by its key, as enforcement replies it.
+pub fn reply_detail(
+    ctx: &Context,
+    d: &Decision,
+    (reason, denied_by): (Reason, Option<usize>),
+    parsed: &AllRequest<'_>,
+    outcome: &MultiOutcome,
+) {
+    let policy = parsed.policy.as_deref();
+    let parts: Vec<Part<'_>> = parsed
+        .keys
+        .iter()
+        .zip(&parsed.names)
+        .zip(&outcome.limiters)
+        .zip(&parsed.specs)
+        .enumerate()
+        .map(|(i, (((key, name), l), spec))| {
+            let from_policy = policy
+                .and_then(|p| p.def.limiters.get(i))
+                .and_then(|l| l.name.as_deref());
+            Part {
+                name: name.or(from_policy).unwrap_or(key),
+                key,
+                cost: l.cost,
+                verdict: l.verdict,
+                window: spec.window(l.now),
+                policy: policy.map(|p| p.name.as_slice()),
+            }
+        })
+        .collect();
+    detail::reply(ctx, d, reason, denied_by, &parts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fixed_window::{Fixed, FixedParams};
+    use crate::core::gcra::{Gcra, GcraParams};
+    use crate::core::sliding_counter::{SlidingCounter, SlidingCounterParams};
+    use crate::core::sliding_log::{SlidingLog, SlidingParams};
+    use crate::core::token_bucket::TokenBucket;
+
+    fn parse(items: &[&'static str]) -> Result<AllRequest<'static>, String> {
+        let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
+        let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
+        AllRequest::parse(bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn all_parses_limiters_in_key_order() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "gcra",
+            "10",
+            "1",
+            "1s",
+            "TokenBucket",
+            "5",
+            "2",
+            "1m",
+            "COST",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(p.keys, [&b"a"[..], b"b"]);
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::of::<Gcra>(&GcraParams::new(10, 1, 1_000_000).unwrap()),
+                AnyParams::of::<TokenBucket>(&GcraParams::new(5, 2, 60_000_000).unwrap()),
+            ]
+        );
+        assert_eq!(p.opts.cost, 2);
+    }
+
+    #[test]
+    fn all_parses_fixed_with_its_offset_and_slidingcounter() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "FIXED",
+            "10",
+            "1h",
+            "offset",
+            "15m",
+            "slidingcounter",
+            "100",
+            "1m",
+            "PEEK",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::of::<Fixed>(&FixedParams::new(10, 3_600_000_000, 900_000_000).unwrap()),
+                AnyParams::of::<SlidingCounter>(
+                    &SlidingCounterParams::new(100, 60_000_000).unwrap()
+                ),
+            ]
+        );
+        assert!(p.opts.peek);
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET"]).unwrap_err(),
+            "ERR syntax error, FIXED needs its positional arguments"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "FIXED", "10", "1s", "OFFSET", "x"]).unwrap_err(),
+            "ERR invalid duration 'x' for OFFSET"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "SLIDINGCOUNTER", "10"]).unwrap_err(),
+            "ERR syntax error, SLIDINGCOUNTER needs its positional arguments"
+        );
+    }
+
+    #[test]
+    fn all_takes_sliding_with_its_precision() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "sliding",
+            "10",
+            "1s",
+            "PRECISION",
+            "100ms",
+            "SLIDING",
+            "1000",
+            "1h",
+            "PEEK",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.specs,
+            [
+                AnyParams::of::<SlidingLog>(&SlidingParams::new(10, 1_000_000, 100_000).unwrap()),
+                AnyParams::of::<SlidingLog>(
+                    &SlidingParams::new(1000, 3_600_000_000, 1_000).unwrap()
+                ),
+            ]
+        );
+        assert!(p.opts.peek);
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "sliding", "10", "1s", "PRECISION", "2s"]).unwrap_err(),
+            "ERR PRECISION must not be longer than window"
+        );
+    }
+
+    use crate::commands::limiters::registry::LIMITERS;
+    use crate::core::dedup::DedupId;
+    use crate::core::error::CoreError;
+    use crate::core::flow::{self, Outcome, Write};
+    use crate::core::multi::apply_all;
+    use crate::core::state::{LimiterState, Stored};
+    use crate::docs::ArgType;
+    use proptest::prelude::*;
+
+    /// The call with the key's own command ([`flow::apply`]): its outcome, the created value
+    /// stored.
+    fn own(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<Outcome, CoreError> {
+        fn go<A: Stored>(
+            s: &mut Option<LimiterState>,
+            spec: &A,
+            req: &Request,
+        ) -> Result<Outcome, CoreError> {
+            flow::apply::<A>(s.as_mut(), spec.params(), req, 3)
+        }
+        let state = spec.clone().into_state();
+        let out = crate::core::state::dispatch!(&state, a => go(s, a, req))?;
+        if let Write::Created(new) = &out.write {
+            *s = Some(new.clone());
+        }
+        Ok(out)
+    }
+
+    /// The same call through RL.ALL over that one key.
+    fn all_over_one(
+        s: &mut Option<LimiterState>,
+        spec: &AnyParams,
+        req: &Request,
+    ) -> Result<MultiOutcome, CoreError> {
+        let mut slots = [match s.as_mut() {
+            Some(s) => Slot::Existing(s),
+            None => Slot::New(None),
+        }];
+        let out = apply_all(&mut slots, std::slice::from_ref(spec), req, 3);
+        let [slot] = slots;
+        if let Slot::New(Some(new)) = slot {
+            *s = Some(new);
+        }
+        out.map_err(|e| match e {
+            MultiError::Core(e) => e,
+            MultiError::WrongKind { held, wanted, .. } => CoreError::WrongKind { held, wanted },
+        })
+    }
+
+    /// A limiter of each registered algorithm, its positional arguments drawn at random (counts
+    /// 1..8, durations 1..3000 ms) and parsed by its own parser.
+    fn arb_limiter() -> impl Strategy<Value = AnyParams> {
+        (
+            0..LIMITERS.len(),
+            prop::collection::vec((1u64..8, 1u64..3000), 8),
+        )
+            .prop_map(|(i, values)| {
+                let limiter = &LIMITERS[i];
+                let args: Vec<String> = limiter
+                    .doc
+                    .args
+                    .iter()
+                    .skip(1)
+                    .take(limiter.positional())
+                    .zip(&values)
+                    .map(|(arg, (count, ms))| match arg.kind {
+                        ArgType::Integer => count.to_string(),
+                        _ => ms.to_string(),
+                    })
+                    .collect();
+                let mut argv: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b"k"];
+                argv.extend(args.iter().map(|a| a.as_bytes()));
+                (limiter.parse)(&argv).unwrap()
+            })
+    }
+
+    proptest! {
+        /// RL.ALL over one key replies and writes exactly as that key's own command, whatever
+        /// the options (BLOCK, DEDUP, PEEK, BESTEFFORT, DELAY, COST 0, a time behind the key's
+        /// last update), for every algorithm of the registry.
+        #[test]
+        fn all_over_one_key_is_its_own_command(
+            spec in arb_limiter(),
+            ops in prop::collection::vec(
+                (0u64..900_000, 0u64..400_000, 0u64..6, any::<bool>(), any::<bool>(),
+                 prop::option::of(0u8..3), prop::option::of(1u64..2_000_000),
+                 prop::option::weighted(0.3, 1u64..2_000_000)),
+                1..40,
+            ),
+        ) {
+            let mut a: Option<LimiterState> = None;
+            let mut b: Option<LimiterState> = None;
+            let mut t = 1_700_000_000_000_000u64;
+            for (dt, back, cost, peek, be, dedup, block, delay) in ops {
+                t += dt;
+                let dedup = dedup.map(|d| DedupId(u128::from(d)));
+                let req = Request {
+                    peek,
+                    best_effort: be,
+                    dedup,
+                    block,
+                    delay,
+                    ..Request::new(cost, t - back)
+                };
+                // The limiter as RL.ALL binds it to the call (a lease id from DEDUP); a call
+                // RL.ALL refuses is no call.
+                let Ok(bound) = spec.clone().bind_call(dedup, be) else { continue };
+                let (mine, all) = match (own(&mut a, &bound, &req), all_over_one(&mut b, &bound, &req)) {
+                    (Ok(mine), Ok(all)) => (mine, all),
+                    (mine, all) => {
+                        // Refused alike, changing nothing.
+                        prop_assert_eq!(all.err(), mine.err(), "{:?}", req);
+                        prop_assert_eq!(&a, &b, "{:?}", req);
+                        continue;
+                    }
+                };
+                prop_assert_eq!(all.verdict, mine.verdict, "{:?}", req);
+                let wrote = !matches!(mine.write, Write::None);
+                prop_assert_eq!(all.writes, vec![wrote.then_some(mine.expires_at)], "{:?}", req);
+                prop_assert_eq!(all.blocked, mine.blocked, "{:?}", req);
+                prop_assert_eq!(&a, &b, "{:?}", req);
+            }
+        }
+    }
+
+    #[test]
+    fn all_takes_delay_for_the_whole_call_on_schedule_limiters_only() {
+        let p = parse(&[
+            "rl.all",
+            "2",
+            "a",
+            "b",
+            "gcra",
+            "10",
+            "1",
+            "1s",
+            "leakybucket",
+            "5",
+            "2",
+            "1m",
+            "DELAY",
+            "2s",
+        ])
+        .unwrap();
+        assert_eq!(p.opts.delay, Some(2_000_000));
+        assert_eq!(p.specs.len(), 2);
+        assert_eq!(
+            parse(&[
+                "rl.all", "2", "a", "b", "gcra", "10", "1", "1s", "fixed", "5", "1m", "DELAY",
+                "2s",
+            ])
+            .unwrap_err(),
+            "ERR DELAY does not apply to FIXED, only to GCRA, TOKENBUCKET and LEAKYBUCKET"
+        );
+        assert_eq!(
+            parse(&["rl.all", "1", "a", "gcra", "10", "1", "1s", "DELAY", "0"]).unwrap_err(),
+            "ERR invalid duration '0' for DELAY"
+        );
+    }
+
+    #[test]
+    fn all_parse_errors() {
+        #[rustfmt::skip]
+        let cases: &[(&[&str], &str)] = &[
+            (&["rl.all", "0", "a"],                              "ERR numkeys must be a positive integer"),
+            (&["rl.all", "3", "a", "b"],                         "ERR syntax error, numkeys is greater than the number of arguments"),
+            (&["rl.all", "2", "a", "a", "gcra", "1", "1", "1s", "gcra", "1", "1", "1s"], "ERR syntax error, RL.ALL keys must be distinct"),
+            (&["rl.all", "1", "a"],                              "ERR syntax error, a limiter is missing for a key"),
+            (&["rl.all", "1", "a", "nope", "1"],                 "ERR unknown limiter 'nope'"),
+            (&["rl.all", "1", "a", "gcra", "1", "1"],            "ERR syntax error, GCRA needs its positional arguments"),
+            (&["rl.all", "1", "a", "gcra", "0", "1", "1s"],      "ERR burst must be a positive integer"),
+            (&["rl.all", "1", "a", "gcra", "1", "1", "1s", "X"], "ERR unknown option 'X'"),
+        ];
+        for (items, want) in cases {
+            assert_eq!(parse(items).unwrap_err(), *want, "{items:?}");
+        }
+    }
+}

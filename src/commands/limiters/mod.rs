@@ -1,0 +1,13 @@
+//! The algorithms' commands, one file each (the algorithm's parameters parsed, its COMMAND
+//! DOCS; `commands::call::run` does the rest), CL.THROTTLE over GCRA, RL.STREAMCOUNT over a
+//! Redis stream, and RL.ALL's table of the algorithms' commands ([`registry`]).
+
+pub mod fixed;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod registry;
+pub mod sliding;
+pub mod sliding_counter;
+pub mod stream_count;
+pub mod throttle;
+pub mod token_bucket;
