@@ -62,3 +62,37 @@ test("every documented option has a client option", async () => {
   const covered = new Set(Object.keys(OPTIONS).flatMap((n) => [...emitted(n)]));
   assert.deepEqual([...docs].sort(), [...covered].sort());
 });
+
+// The module's option table (docs/options.json, written from src/commands/call/options.rs and held
+// equal to it by the module's unit tests).
+const TABLE = JSON.parse(
+  require("node:fs").readFileSync(require("node:path").join(__dirname, "..", "..", "..", "docs", "options.json"), "utf8"),
+);
+const TOKENS = {
+  cost: "COST", peek: "PEEK", shadow: "SHADOW", bestEffort: "BESTEFFORT", dedup: "DEDUP", hold: "HOLD",
+  block: "BLOCK", delay: "DELAY", detail: "DETAIL", at: "AT",
+};
+
+test("the client options are the option table's shared options", () => {
+  const covered = new Set(Object.keys(OPTIONS).flatMap((n) => [...emitted(n)]));
+  assert.deepEqual([...covered].sort(), [...TABLE.shared].sort());
+});
+
+test("optionArgs refuses exactly the pairs RL.GCRA refuses", () => {
+  const rules = TABLE.commands["RL.GCRA"].rules;
+  const names = Object.keys(OPTIONS);
+  for (const [i, a] of names.entries()) {
+    for (const b of names.slice(i)) {
+      const tokens = new Set([TOKENS[a], TOKENS[b]]);
+      const want = rules.some((r) => r.refused.every((t) => tokens.has(t)) && !tokens.has(r.without));
+      let refused = false;
+      try {
+        optionArgs({ [a]: OPTIONS[a], [b]: OPTIONS[b] });
+      } catch (e) {
+        if (!(e instanceof RangeError)) throw e;
+        refused = true;
+      }
+      assert.equal(refused, want, `${a} with ${b}`);
+    }
+  }
+});

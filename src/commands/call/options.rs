@@ -6,7 +6,8 @@
 //! reply the texts defined here, COMMAND DOCS and the README are checked against it (the tests
 //! below), and `tests/options_table.rs` holds a real server to it for every (command, option,
 //! option) triple (it includes this file: nothing here may name the crate). The client
-//! packages check their option lists against COMMAND DOCS.
+//! packages check their option lists against COMMAND DOCS and against this table, which they read
+//! as `docs/options.json` ([`json`], held equal to it by a unit test).
 
 /// An option's token, upper case.
 pub type Token = &'static [u8];
@@ -321,4 +322,91 @@ impl CommandOptions {
                 .any(|r| matches!(*r, Rule::Alone(a, _) if a == *t))
         })
     }
+}
+
+/// The table as JSON, for the client packages' tests (`docs/options.json`, which a unit test
+/// holds equal to this): the shared options, then per command the options it takes, those it
+/// accepts and its rules in order, then the refusals that depend on a limiter.
+pub fn json() -> String {
+    fn s(t: &[u8]) -> String {
+        let mut out = String::from("\"");
+        for c in String::from_utf8_lossy(t).chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+    fn list<'a>(items: impl Iterator<Item = &'a [u8]>) -> String {
+        let items: Vec<String> = items.map(s).collect();
+        format!("[{}]", items.join(", "))
+    }
+    let mut out = String::from("{\n");
+    out.push_str(
+        "  \"about\": \"The option table of redis-ratelimit (src/commands/call/options.rs), written by its unit test: \
+         per command the options it takes, those it accepts, and its refusals in the order it checks them \
+         (refused: those options together; without: unless that option is given too).\",\n",
+    );
+    out.push_str(&format!(
+        "  \"shared\": {},\n",
+        list(SHARED.iter().copied())
+    ));
+    out.push_str("  \"commands\": {\n");
+    let rows: Vec<String> = TABLE
+        .iter()
+        .map(|row| {
+            let rules: Vec<String> = row
+                .rules
+                .iter()
+                .map(|rule| match *rule {
+                    Rule::Alone(a, e) => format!(
+                        "{{\"refused\": {}, \"error\": {}}}",
+                        list([a].into_iter()),
+                        s(e.as_bytes())
+                    ),
+                    Rule::Pair(a, b, e) => format!(
+                        "{{\"refused\": {}, \"error\": {}}}",
+                        list([a, b].into_iter()),
+                        s(e.as_bytes())
+                    ),
+                    Rule::Needs(a, b, e) => format!(
+                        "{{\"refused\": {}, \"without\": {}, \"error\": {}}}",
+                        list([a].into_iter()),
+                        s(b),
+                        s(e.as_bytes())
+                    ),
+                })
+                .collect();
+            let rules = match rules.is_empty() {
+                true => "[]".to_string(),
+                false => format!("[\n        {}\n      ]", rules.join(",\n        ")),
+            };
+            format!(
+                "    {}: {{\n      \"takes\": {},\n      \"accepted\": {},\n      \"rules\": {}\n    }}",
+                s(row.command.as_bytes()),
+                list(row.takes.iter().copied()),
+                list(row.accepted()),
+                rules
+            )
+        })
+        .collect();
+    out.push_str(&rows.join(",\n"));
+    out.push_str("\n  },\n  \"limiter_rules\": [\n");
+    let limiter_rules: Vec<String> = LIMITER_RULES
+        .iter()
+        .map(|r| {
+            format!(
+                "    {{\"command\": {}, \"args\": {}, \"error\": {}}}",
+                s(r.command.as_bytes()),
+                list(r.args.iter().map(|a| a.as_bytes())),
+                s(r.error.as_bytes())
+            )
+        })
+        .collect();
+    out.push_str(&limiter_rules.join(",\n"));
+    out.push_str("\n  ]\n}\n");
+    out
 }

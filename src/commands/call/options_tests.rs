@@ -177,3 +177,19 @@ fn verdicts_follow_the_rules() {
         Err("syntax error, AT given more than once".to_string())
     );
 }
+
+/// `docs/options.json`, which the client packages' tests read, is the table
+/// (`RL_WRITE_OPTIONS_JSON=1 cargo test --lib options_json` writes it anew).
+#[test]
+fn options_json_is_the_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/options.json");
+    let want = json();
+    if std::env::var_os("RL_WRITE_OPTIONS_JSON").is_some() {
+        std::fs::write(path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/options.json is not the option table: RL_WRITE_OPTIONS_JSON=1 cargo test --lib options_json"
+    );
+}
