@@ -17,7 +17,8 @@
 # (SPEC: nothing, within noise).
 # The row `API floor` is bench/floor/floor.c (built here with cc): the module API calls of a
 # granted RL.GCRA call and nothing else, so RL.GCRA's count minus its count is the module's own
-# work. It is skipped when cc or the redis-module crate's redismodule.h is missing.
+# work; the rows `API floor (RL.GCRA <option>)` are the same for RL.GCRA with that option. They
+# are skipped when cc or the redis-module crate's redismodule.h is missing.
 # needs: valgrind (apt), redis-server and redis-benchmark (make deps), the release module (make release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -170,13 +171,25 @@ table() {
       TOKENBUCKET 10000000 1 1m CHARGE 100 NAME tpm FIXED 100000000 month TZ Europe/Paris CHARGE 100 NAME budget
   fi
   # The shared options over the plain RL.GCRA call (DETAIL <= +15%, DEDUP <= +20%,
-  # HOLD .. DEDUP <= +30%, SHADOW and DELAY <= +5%).
-  count "RL.GCRA DETAIL" "" -- RL.GCRA "$K" 10000000 1 1m DETAIL
+  # HOLD .. DEDUP <= +30%, SHADOW and DELAY <= +5%), each followed by its API floor: the same
+  # request to bench/floor, which makes the API calls the option needs and nothing else (its
+  # tokens read by Redis, DETAIL's reply, DEDUP's propagation as the command with AT), so that
+  # the option's own work is its row minus its floor, and its floor minus `API floor (RL.GCRA's
+  # API calls only)` what Redis alone spends on the option.
+  local O=("$K" 10000000 1 1m)
+  count "RL.GCRA DETAIL" "" -- RL.GCRA "${O[@]}" DETAIL
   # DEDUP: a new id on most calls (1,000 ids over 1,000 keys), remembered by the key.
-  count "RL.GCRA DEDUP id" "" -- RL.GCRA "$K" 10000000 1 1m DEDUP "id:__rand_int__"
-  count "RL.GCRA HOLD 30s DEDUP id" "" -- RL.GCRA "$K" 10000000 1 1m HOLD 30s DEDUP "id:__rand_int__"
-  count "RL.GCRA SHADOW" "" -- RL.GCRA "$K" 10000000 1 1m SHADOW
-  count "RL.GCRA DELAY 1s" "" -- RL.GCRA "$K" 10000000 1 1m DELAY 1s
+  count "RL.GCRA DEDUP id" "" -- RL.GCRA "${O[@]}" DEDUP "id:__rand_int__"
+  count "RL.GCRA HOLD 30s DEDUP id" "" -- RL.GCRA "${O[@]}" HOLD 30s DEDUP "id:__rand_int__"
+  count "RL.GCRA SHADOW" "" -- RL.GCRA "${O[@]}" SHADOW
+  count "RL.GCRA DELAY 1s" "" -- RL.GCRA "${O[@]}" DELAY 1s
+  if [ ${#floor[@]} -gt 0 ]; then
+    count "API floor (RL.GCRA DETAIL)" "" -- FLOOR.DETAIL "${O[@]}" DETAIL
+    count "API floor (RL.GCRA DEDUP id)" "" -- FLOOR.DEDUP "${O[@]}" DEDUP "id:__rand_int__"
+    count "API floor (RL.GCRA HOLD 30s DEDUP id)" "" -- FLOOR.DEDUP "${O[@]}" HOLD 30s DEDUP "id:__rand_int__"
+    count "API floor (RL.GCRA SHADOW)" "" -- FLOOR.GCRA "${O[@]}" SHADOW
+    count "API floor (RL.GCRA DELAY 1s)" "" -- FLOOR.GCRA "${O[@]}" DELAY 1s
+  fi
   count "RL.ACQUIRE (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a
   count "RL.ACQUIRE WAIT (renewing its lease)" "" -- RL.ACQUIRE "$K" 65536 1m ID a WAIT 1s
   count "RL.GCRA denied" "" -- RL.GCRA "$K" 1 1 1h

@@ -15,6 +15,19 @@
  * for n keys. Arguments after the keys (RL.ALL's limiters, given so that Redis reads the same
  * request) are not looked at.
  *
+ * The options of a single-limiter call have floors of their own, so that an option's own work is
+ * its row minus its floor (each takes the option's arguments, which Redis reads, and does what
+ * FLOOR.GCRA does but for the one thing the option changes in the API calls):
+ * - FLOOR.GCRA itself given the option's tokens (`SHADOW`, `DELAY 1s`): the same API calls as
+ *   the plain call, the tokens only read by Redis;
+ * - FLOOR.DETAIL replies the detailed reply's shape (SPEC "The detailed reply") for one limiter:
+ *   under RESP2 an array of the five integers, a nil `denied_by`, the bulk `reason`, and one
+ *   nested array holding the limiter's name and key (bulks), seven integers and a nil `policy`;
+ *   under RESP3 the same as maps with their field names;
+ * - FLOOR.DEDUP propagates the call as a call whose value is too long to replicate as itself is
+ *   propagated (a key remembering `DEDUP` ids): its own arguments after the name, then `AT
+ *   <ms>`, the form of `RL.GCRA ... DEDUP id AT t` (`HOLD ttl DEDUP id` alike).
+ *
  * Built by bench/instructions.sh (cc -O2 -shared -fPIC) against the redismodule.h of the
  * redis-module crate; never loaded outside the benchmark. */
 #include <string.h>
@@ -84,6 +97,122 @@ static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     }
     RedisModule_Replicate(ctx, "floor.set", "sb", argv[1], (const char *)v, sizeof(Value));
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.gcra", argv[1]);
+    return REDISMODULE_OK;
+}
+
+static const char *entry_names[10] = {"name",           "key",      "cost",
+                                      "granted",        "limit",    "remaining",
+                                      "retry_after_ms", "reset_after_ms", "window_ms",
+                                      "policy"};
+
+static int floor_detail(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    static const char *names[8] = {"granted",        "limit",     "remaining", "retry_after_ms",
+                                   "reset_after_ms", "denied_by", "reason",    "limiters"};
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    long long now = now_us();
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    Value *v;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Calloc(1, sizeof(Value));
+        RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
+        v = RedisModule_ModuleTypeGetValue(key);
+    } else {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (v->tat < now) v->tat = now;
+    v->tat += 60000000;
+    v->last = now;
+    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
+    RedisModule_CloseKey(key);
+    long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
+    long long entry[7] = {1, 1, 10000000, 9999999, 0, (v->tat - now) / 1000, 600000000000LL};
+    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
+    size_t keylen;
+    const char *keyname = RedisModule_StringPtrLen(argv[1], &keylen);
+#define FIELD(n) \
+    if (resp3) RedisModule_ReplyWithStringBuffer(ctx, (n), strlen(n))
+    if (resp3) {
+        RedisModule_ReplyWithMap(ctx, 8);
+    } else {
+        RedisModule_ReplyWithArray(ctx, 8);
+    }
+    for (int i = 0; i < 5; i++) {
+        FIELD(names[i]);
+        RedisModule_ReplyWithLongLong(ctx, reply[i]);
+    }
+    FIELD(names[5]);
+    RedisModule_ReplyWithNull(ctx);
+    FIELD(names[6]);
+    RedisModule_ReplyWithStringBuffer(ctx, "granted", 7);
+    FIELD(names[7]);
+    RedisModule_ReplyWithArray(ctx, 1);
+    if (resp3) {
+        RedisModule_ReplyWithMap(ctx, 9);
+    } else {
+        RedisModule_ReplyWithArray(ctx, 10);
+    }
+    FIELD(entry_names[0]);
+    RedisModule_ReplyWithStringBuffer(ctx, keyname, keylen);
+    FIELD(entry_names[1]);
+    RedisModule_ReplyWithStringBuffer(ctx, keyname, keylen);
+    for (int i = 0; i < 7; i++) {
+        FIELD(entry_names[2 + i]);
+        RedisModule_ReplyWithLongLong(ctx, entry[i]);
+    }
+    if (!resp3) RedisModule_ReplyWithNull(ctx);
+#undef FIELD
+    RedisModule_Replicate(ctx, "floor.set", "sb", argv[1], (const char *)v, sizeof(Value));
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.detail", argv[1]);
+    return REDISMODULE_OK;
+}
+
+static int floor_dedup(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
+                                   "reset_after_ms"};
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    long long now = now_us();
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    Value *v;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        v = RedisModule_Calloc(1, sizeof(Value));
+        RedisModule_ModuleTypeSetValue(key, ValueType, v);
+    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
+        v = RedisModule_ModuleTypeGetValue(key);
+    } else {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    }
+    if (v->tat < now) v->tat = now;
+    v->tat += 60000000;
+    v->last = now;
+    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
+    RedisModule_CloseKey(key);
+    long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
+    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
+    if (resp3) {
+        RedisModule_ReplyWithMap(ctx, 5);
+    } else {
+        RedisModule_ReplyWithArray(ctx, 5);
+    }
+    for (int i = 0; i < 5; i++) {
+        if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
+        RedisModule_ReplyWithLongLong(ctx, reply[i]);
+    }
+    /* `AT <ms>.<µs>`, as the module writes the time a call was evaluated at. */
+    char at[32];
+    char *p = at + sizeof(at);
+    long long us = now;
+    for (int i = 0; i < 3; i++, us /= 10) *--p = (char)('0' + us % 10);
+    *--p = '.';
+    do {
+        *--p = (char)('0' + us % 10);
+        us /= 10;
+    } while (us > 0);
+    RedisModule_Replicate(ctx, "floor.dedup", "vcb", argv + 1, (size_t)(argc - 1), "AT", p,
+                          (size_t)(at + sizeof(at) - p));
+    RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.dedup", argv[1]);
     return REDISMODULE_OK;
 }
 
@@ -190,6 +319,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         return REDISMODULE_ERR;
     if (RedisModule_CreateCommand(ctx, "floor.all", floor_all, "write deny-oom fast", 2, -1, 1) ==
         REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "floor.detail", floor_detail, "write deny-oom fast", 1, 1,
+                                  1) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (RedisModule_CreateCommand(ctx, "floor.dedup", floor_dedup, "write deny-oom fast", 1, 1,
+                                  1) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     if (RedisModule_CreateCommand(ctx, "floor.set", floor_set, "write deny-oom", 1, -1, 2) ==
         REDISMODULE_ERR)

@@ -28,7 +28,7 @@
 //! and counts outside the ranges the algorithms' arithmetic assumes), so that every command and
 //! RL.INFO work on any value decoded. Change a layout only under a new version byte, keeping a decoder for the old ones.
 
-use crate::core::dedup::{DedupId, Entry};
+use crate::core::dedup::{DedupId, Entry, MIN_ENTRY_LEN};
 use crate::core::extras::Extras;
 use crate::core::gcra::{Gcra, MAX_PARAM, Schedule};
 use crate::core::kind::Kind;
@@ -178,9 +178,6 @@ pub fn encode_into(state: &LimiterState, out: &mut Vec<u8>) {
         }
     }
 }
-
-/// Smallest encoding of one dedup entry: 16 bytes of hash and two one-byte varints.
-const MIN_ENTRY_LEN: usize = 18;
 
 /// Decode a whole limiter value; `None` if it is not exactly a valid payload.
 pub fn decode(input: &[u8]) -> Option<LimiterState> {
@@ -530,6 +527,13 @@ pub(crate) mod tests {
         #[test]
         fn codec_round_trips(state in arb_state()) {
             prop_assert_eq!(decode(&encode(&state)), Some(state));
+        }
+
+        /// The length known without encoding is never more than the encoding's: a value said
+        /// too long to replicate as itself is too long.
+        #[test]
+        fn min_encoded_len_is_a_lower_bound(state in arb_state()) {
+            prop_assert!(state.min_encoded_len() <= encode(&state).len());
         }
 
         #[test]

@@ -30,18 +30,47 @@ struct Inner {
     /// The earliest end of a pending reservation (Unix µs); 0 when none. Derived from `ids`
     /// ([`Inner::refresh`]), never stored.
     next_hold_end: Micros,
+    /// The earliest time an id is remembered until (0 when none): no id is forgotten before it
+    /// (a write before it does not look at the ids). Derived from `ids`.
+    first_until: Micros,
+    /// The latest time an id is remembered until or a reservation ends (0 when none): the
+    /// key's expiry holds it. Derived from `ids`.
+    last_end: Micros,
 }
 
 impl Inner {
     /// Recompute what is derived from the ids.
     fn refresh(&mut self) {
-        self.next_hold_end = self
-            .ids
-            .iter()
-            .filter(|e| e.pending())
-            .map(|e| e.hold_end)
-            .min()
-            .unwrap_or(0);
+        let (mut next_hold_end, mut first_until, mut last_end) = (0, 0, 0);
+        for (i, e) in self.ids.iter().enumerate() {
+            if e.pending() && (next_hold_end == 0 || e.hold_end < next_hold_end) {
+                next_hold_end = e.hold_end;
+            }
+            if i == 0 || e.until < first_until {
+                first_until = e.until;
+            }
+            last_end = last_end.max(e.until.max(e.hold_end));
+        }
+        self.next_hold_end = next_hold_end;
+        self.first_until = first_until;
+        self.last_end = last_end;
+    }
+
+    /// Add `entry` after the ids, what is derived from them following it (no scan of the ids).
+    fn append(&mut self, entry: Entry) {
+        if entry.pending() {
+            self.next_hold_end = match self.next_hold_end {
+                0 => entry.hold_end,
+                next => next.min(entry.hold_end),
+            };
+        }
+        self.first_until = if self.ids.is_empty() {
+            entry.until
+        } else {
+            self.first_until.min(entry.until)
+        };
+        self.last_end = self.last_end.max(entry.until.max(entry.hold_end));
+        self.ids.push_back(entry);
     }
 }
 
@@ -56,6 +85,8 @@ impl Extras {
             ids: entries.into(),
             block_until,
             next_hold_end: 0,
+            first_until: 0,
+            last_end: 0,
         };
         inner.refresh();
         let mut e = Extras(Some(Box::new(inner)));
@@ -105,10 +136,24 @@ impl Extras {
     }
 
     /// Drop the ids forgotten by `now` (never a pending reservation), and a block that has
-    /// ended by then.
+    /// ended by then. The ids are looked at only when one may be forgotten; a key without ids
+    /// and block pays a null check.
+    #[inline(always)]
     pub fn forget_expired(&mut self, now: Micros) {
+        if self.0.is_some() {
+            self.forget_expired_in(now);
+        }
+    }
+
+    fn forget_expired_in(&mut self, now: Micros) {
         if let Some(inner) = self.0.as_mut() {
-            inner.ids.retain(|e| e.until > now || e.pending());
+            if !inner.ids.is_empty() && inner.first_until <= now {
+                let before = inner.ids.len();
+                inner.ids.retain(|e| e.until > now || e.pending());
+                if inner.ids.len() != before {
+                    inner.refresh();
+                }
+            }
             if inner.block_until <= now {
                 inner.block_until = 0;
             }
@@ -154,23 +199,22 @@ impl Extras {
             return false;
         }
         let inner = self.inner_mut();
+        let mut forgot = false;
         while inner.ids.len() >= max {
             match inner.ids.iter().position(|e| !e.pending()) {
                 Some(i) => {
                     inner.ids.remove(i);
+                    forgot = true;
                 }
                 None => break,
             }
         }
-        // Only ids that are no pending reservation were forgotten: the earliest pending end
-        // changes only by the new entry's (no scan of the ids on a plain `DEDUP` call).
-        if entry.pending() {
-            inner.next_hold_end = match inner.next_hold_end {
-                0 => entry.hold_end,
-                next => next.min(entry.hold_end),
-            };
+        if forgot {
+            inner.refresh();
         }
-        inner.ids.push_back(entry);
+        // What is derived from the ids follows the new entry (no scan of the ids on a plain
+        // `DEDUP` call).
+        inner.append(entry);
         true
     }
 
@@ -216,10 +260,7 @@ impl Extras {
 
     /// The latest time an id is remembered until, or a reservation ends (0 when none).
     pub fn latest_expiry(&self) -> Micros {
-        self.iter()
-            .map(|e| e.until.max(e.hold_end))
-            .max()
-            .unwrap_or(0)
+        self.0.as_ref().map_or(0, |i| i.last_end)
     }
 
     /// The entries, oldest first.
@@ -341,6 +382,94 @@ mod tests {
             assert!(e.len() <= 6);
             for t in [0, step, step + 100, 1000] {
                 assert_eq!(e.hold_due(t), naive(&e, t), "step {step}, t {t}");
+            }
+        }
+    }
+
+    /// What is derived from the ids (the earliest pending end, the first `until`, the latest
+    /// end) is what a scan of the ids gives after any sequence of changes, and the ids forgotten
+    /// are those a scan at every write would forget.
+    /// Forget the oldest id that is no pending reservation when `max` ids are remembered.
+    fn make_room(ids: &mut Vec<Entry>, max: usize) {
+        if ids.len() >= max
+            && let Some(i) = ids.iter().position(|x| !x.pending())
+        {
+            ids.remove(i);
+        }
+    }
+
+    #[test]
+    fn derived_times_follow_the_ids() {
+        let mut e = Extras::default();
+        // The ids as a plain list, changed as SPEC says, each write scanning all of them.
+        let mut naive: Vec<Entry> = Vec::new();
+        let mut seed = 11u64;
+        let mut now: Micros = 1_000;
+        for step in 0..2_000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = DedupId(u128::from(seed >> 59));
+            // Time moves on by 0 to 63 µs; ids live 1 to 500 µs, so some expire out of order.
+            now += (seed >> 20) % 64;
+            let until = now + 1 + (seed >> 30) % 500;
+            let max = 8;
+            match seed % 7 {
+                0..=2 => {
+                    e.remember(id, 1, until, max);
+                    make_room(&mut naive, max);
+                    if naive.len() < max {
+                        naive.push(Entry::plain(id, 1, until, false));
+                    }
+                }
+                3 => {
+                    let end = now + (seed >> 40) % 700;
+                    let held = e.remember_hold(id, 2, until, end, max);
+                    assert_eq!(
+                        held,
+                        naive.len() < max || naive.iter().any(|x| !x.pending())
+                    );
+                    if held {
+                        make_room(&mut naive, max);
+                        naive.push(Entry {
+                            id,
+                            granted: 2,
+                            until: until.max(end),
+                            settled: false,
+                            hold_end: end,
+                            charged: 2,
+                        });
+                    }
+                }
+                4 => {
+                    e.settle(id, now, 1);
+                    if let Some(x) = naive.iter_mut().find(|x| x.id == id && x.until > now) {
+                        x.settled = true;
+                        if x.hold_end != 0 {
+                            x.charged = 1;
+                        }
+                    }
+                }
+                5 => {
+                    if let Some(&(_, _, i)) = e.due(now).first() {
+                        e.end_hold(i);
+                        let x = &mut naive[i];
+                        x.settled = true;
+                        x.charged = 0;
+                    }
+                }
+                _ => {
+                    e.forget_expired(now);
+                    naive.retain(|x| x.until > now || x.pending());
+                }
+            }
+            assert_eq!(e.iter().copied().collect::<Vec<_>>(), naive, "step {step}");
+            let latest = naive.iter().map(|x| x.until.max(x.hold_end)).max();
+            assert_eq!(e.latest_expiry(), latest.unwrap_or(0), "step {step}");
+            if let Some(inner) = &e.0 {
+                let mut scanned = (**inner).clone();
+                scanned.refresh();
+                assert_eq!(**inner, scanned, "step {step}");
             }
         }
     }

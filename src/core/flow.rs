@@ -613,7 +613,10 @@ pub fn apply<A: Stored>(
         req.best_effort,
         req.dedup,
     )?;
-    if let Some(d) = req.delay {
+    // A call granted its full cost now is granted now, whatever `DELAY` allows.
+    if let Some(d) = req.delay
+        && j.verdict.granted != j.cost
+    {
         j = delayed::<A>(existing.as_deref(), params, j, d)?;
     }
     let action = j.decide(req);

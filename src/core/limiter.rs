@@ -75,7 +75,7 @@ impl Request {
 /// (a `BESTEFFORT` call granted in part) [`Reason::Granted`].
 #[cold]
 pub fn shadow(enforced: Verdict, reason: Reason, cost: u64) -> (Verdict, Reason) {
-    if reason == Reason::Granted && enforced.granted >= cost {
+    if !shadow_changes(&enforced, reason, cost) {
         return (enforced, reason);
     }
     let verdict = Verdict {
@@ -88,6 +88,13 @@ pub fn shadow(enforced: Verdict, reason: Reason, cost: u64) -> (Verdict, Reason)
         _ => Reason::Shadow,
     };
     (verdict, reason)
+}
+
+/// Whether [`shadow`] changes enforcement's reply `enforced` for `reason` to a call of `cost`
+/// units: unless enforcement grants it in full.
+#[inline(always)]
+pub fn shadow_changes(enforced: &Verdict, reason: Reason, cost: u64) -> bool {
+    reason != Reason::Granted || enforced.granted < cost
 }
 
 /// When the same request could be granted again.

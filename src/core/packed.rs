@@ -260,7 +260,7 @@ impl Encodable<'_> {
     pub fn surely_longer_than(self, n: usize) -> bool {
         match self {
             Encodable::Inline(_) => false,
-            Encodable::Full(s) => s.min_encoded_len().is_some_and(|len| len > n),
+            Encodable::Full(s) => s.min_encoded_len() > n,
         }
     }
 

@@ -308,15 +308,24 @@ impl LimiterState {
             .saturating_add(self.extras.heap_size())
     }
 
-    /// Fewest bytes the codec writes for the value, known without encoding it (its version,
-    /// kind, last update, the algorithm's part and at least one byte of `DEDUP` ids); `None` when
-    /// the algorithm does not know its part's length.
-    pub fn min_encoded_len(&self) -> Option<usize> {
-        let algo = dispatch!(self.algo.as_ref()?, a => a.known_encoded_len())?;
-        Some(
-            algo.saturating_add(crate::core::varint::len_u64(self.last_update))
-                .saturating_add(3),
-        )
+    /// Fewest bytes the codec writes for the value, known without encoding it: its version,
+    /// kind, last update, the algorithm's part when the algorithm knows its length (nothing
+    /// counted for it otherwise), the count of `DEDUP` ids and the fewest bytes of each
+    /// ([`MIN_ENTRY_LEN`](crate::core::dedup::MIN_ENTRY_LEN)). So a value with a few ids is known
+    /// too long to replicate as itself without encoding it.
+    pub fn min_encoded_len(&self) -> usize {
+        let algo = self
+            .algo
+            .as_ref()
+            .and_then(|algo| dispatch!(algo, a => a.known_encoded_len()))
+            .unwrap_or(0);
+        algo.saturating_add(crate::core::varint::len_u64(self.last_update))
+            .saturating_add(3)
+            .saturating_add(
+                self.extras
+                    .len()
+                    .saturating_mul(crate::core::dedup::MIN_ENTRY_LEN),
+            )
     }
 
     /// Append the algorithm's part of the encoding.

@@ -112,6 +112,12 @@ impl<'a> Argv<'a> {
             _call: PhantomData,
         })
     }
+
+    /// The arguments from position `from` on, as Redis passed them (for an API call that takes
+    /// a vector of strings); empty past the end.
+    pub(crate) fn raw_from(self, from: usize) -> &'a [*mut raw::RedisModuleString] {
+        self.argv.get(from..).unwrap_or_default()
+    }
 }
 
 /// Run `f` with `args` (strings made by the module) seen as an [`Argv`].

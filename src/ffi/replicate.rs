@@ -83,6 +83,32 @@ pub fn replicate_with<'a>(
     };
 }
 
+/// Propagate `cmd` with the call's arguments after its name as they are, then the C string `kw`
+/// and the bytes `value` (one command, no MULTI around it): [`replicate_with`] without a copy of
+/// the arguments, Redis given the call's own vector.
+pub fn replicate_argv_with(ctx: &Context, cmd: &CStr, argv: Argv<'_>, kw: &CStr, value: &[u8]) {
+    // SAFETY: copying a function pointer out of the API table, filled in at load.
+    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
+        return;
+    };
+    let args = argv.raw_from(1);
+    // SAFETY: as in `replicate_with`: format "vcb" takes an array of RedisModuleString pointers
+    // and its length (the call's own, live for the call), a NUL-terminated C string and a
+    // (pointer, length) buffer that live for the call; Redis copies or retains what it keeps.
+    unsafe {
+        f(
+            ctx.ctx,
+            cmd.as_ptr(),
+            c"vcb".as_ptr().cast::<c_char>(),
+            args.as_ptr(),
+            args.len(),
+            kw.as_ptr(),
+            value.as_ptr().cast::<c_char>(),
+            value.len(),
+        )
+    };
+}
+
 /// Propagate `cmd key value` (one command): the call's key string and the bytes `value`, which
 /// Redis turns into a string itself.
 pub fn replicate_key_bytes(ctx: &Context, cmd: &CStr, key: Arg<'_>, value: &[u8]) {

@@ -1,7 +1,7 @@
 //! Replies whose shape depends on the protocol: a RESP3 map with fields in a fixed order (the
 //! crate's map replies come from hash maps, in no useful order) or a RESP2 array.
 
-use std::os::raw::{c_char, c_long};
+use std::os::raw::{c_char, c_int, c_long};
 
 use redis_module::{Context, ContextFlags, RedisValue, raw};
 
@@ -178,44 +178,48 @@ pub struct DetailEntry<'a> {
 /// `denied_by` (null when granted), `reason` and `limiters` (one map per entry, `policy` only
 /// where there is one); under RESP2 an array of the five values, `denied_by` (nil when granted),
 /// `reason` and one nested array holding each entry's values in order (`policy` nil when none).
-pub fn detail(
+/// The entries are made as they are sent (nothing allocated).
+pub fn detail<'a>(
     ctx: &Context,
     values: [i64; 5],
     denied_by: Option<&[u8]>,
     reason: &str,
-    entries: &[DetailEntry<'_>],
+    entries: impl ExactSizeIterator<Item = DetailEntry<'a>>,
 ) {
+    let Some(r) = Replier::new(ctx) else {
+        return;
+    };
     let resp3 = is_resp3(ctx);
     let field = |name: &str| {
         if resp3 {
-            bulk(ctx, name.as_bytes());
+            r.bulk(name.as_bytes());
         }
     };
     if resp3 {
-        raw::reply_with_map(ctx.ctx, 8);
+        r.map(8);
     } else {
-        raw::reply_with_array(ctx.ctx, 8);
+        r.array(8);
     }
-    let [g, l, r, retry, reset, n_denied, n_reason, n_limiters] = DETAIL_NAMES;
-    for (name, value) in [g, l, r, retry, reset].into_iter().zip(values) {
+    let [g, l, rem, retry, reset, n_denied, n_reason, n_limiters] = DETAIL_NAMES;
+    for (name, value) in [g, l, rem, retry, reset].into_iter().zip(values) {
         field(name);
-        integer(ctx, value);
+        r.integer(value);
     }
     field(n_denied);
     match denied_by {
-        Some(d) => bulk(ctx, d),
-        None => null(ctx),
+        Some(d) => r.bulk(d),
+        None => r.null(),
     }
     field(n_reason);
-    bulk(ctx, reason.as_bytes());
+    r.bulk(reason.as_bytes());
     field(n_limiters);
-    raw::reply_with_array(ctx.ctx, c_long::try_from(entries.len()).unwrap_or(0));
+    r.array(entries.len());
     for e in entries {
         let len = if resp3 && e.policy.is_none() { 9 } else { 10 };
         if resp3 {
-            raw::reply_with_map(ctx.ctx, len);
+            r.map(len);
         } else {
-            raw::reply_with_array(ctx.ctx, len);
+            r.array(len);
         }
         let mut names = ENTRY_NAMES.iter();
         let mut next = || {
@@ -224,21 +228,84 @@ pub fn detail(
             }
         };
         next();
-        bulk(ctx, e.name);
+        r.bulk(e.name);
         next();
-        bulk(ctx, e.key);
+        r.bulk(e.key);
         for v in e.values {
             next();
-            integer(ctx, v);
+            r.integer(v);
         }
         match e.policy {
             Some(p) => {
                 next();
-                bulk(ctx, p);
+                r.bulk(p);
             }
-            None if !resp3 => null(ctx),
+            None if !resp3 => r.null(),
             None => {}
         }
+    }
+}
+
+/// The reply calls of a reply of many parts, their functions read out of the API table once.
+struct Replier {
+    ctx: *mut raw::RedisModuleCtx,
+    long_long: unsafe extern "C" fn(*mut raw::RedisModuleCtx, std::os::raw::c_longlong) -> c_int,
+    buffer: unsafe extern "C" fn(*mut raw::RedisModuleCtx, *const c_char, usize) -> c_int,
+    null: unsafe extern "C" fn(*mut raw::RedisModuleCtx) -> c_int,
+    array: unsafe extern "C" fn(*mut raw::RedisModuleCtx, c_long) -> c_int,
+    map: unsafe extern "C" fn(*mut raw::RedisModuleCtx, c_long) -> c_int,
+}
+
+impl Replier {
+    /// The reply calls of `ctx` (a command's context); `None` on a server without them all
+    /// (never one the module loads on: RESP3 maps exist since Redis 7.0, the oldest it takes).
+    fn new(ctx: &Context) -> Option<Replier> {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let long_long = unsafe { raw::RedisModule_ReplyWithLongLong };
+        // SAFETY: as above.
+        let buffer = unsafe { raw::RedisModule_ReplyWithStringBuffer };
+        // SAFETY: as above.
+        let null = unsafe { raw::RedisModule_ReplyWithNull };
+        // SAFETY: as above.
+        let array = unsafe { raw::RedisModule_ReplyWithArray };
+        // SAFETY: as above.
+        let map = unsafe { raw::RedisModule_ReplyWithMap };
+        Some(Replier {
+            ctx: ctx.ctx,
+            long_long: long_long?,
+            buffer: buffer?,
+            null: null?,
+            array: array?,
+            map: map?,
+        })
+    }
+
+    fn integer(&self, value: i64) {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { (self.long_long)(self.ctx, value) };
+    }
+
+    fn bulk(&self, bytes: &[u8]) {
+        // SAFETY: `ctx` is the command's context; `bytes` is `bytes.len()` readable bytes, which
+        // Redis copies.
+        unsafe { (self.buffer)(self.ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+    }
+
+    fn null(&self) {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { (self.null)(self.ctx) };
+    }
+
+    /// Start an array of `len` elements.
+    fn array(&self, len: usize) {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { (self.array)(self.ctx, c_long::try_from(len).unwrap_or(0)) };
+    }
+
+    /// Start a map of `len` pairs.
+    fn map(&self, len: usize) {
+        // SAFETY: `ctx` is the command's context.
+        unsafe { (self.map)(self.ctx, c_long::try_from(len).unwrap_or(0)) };
     }
 }
 

@@ -210,32 +210,44 @@ pub fn at_time(token: &[u8]) -> Result<Micros, RlError> {
 /// Room for any `AT` rendered by [`format_at_into`].
 pub const AT_BUF: usize = 32;
 
+/// Two decimal digits of every number below 100, `00` to `99`.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Render a time for `AT`, exact to the microsecond (`1700000000123.045`), into `buf`, without
-/// allocating (it is on the path of every replicated call).
+/// allocating (it is on the path of every call propagated with `AT`): written backwards from
+/// the end, two digits at a time.
 pub fn format_at_into(us: Micros, buf: &mut [u8; AT_BUF]) -> &[u8] {
-    // Written backwards from the end: three fraction digits, the dot, then the milliseconds.
-    let digit = |n: u64| b'0'.wrapping_add((n % 10) as u8);
     let mut pos = AT_BUF;
-    let mut frac = us % US_PER_MS;
-    for i in 0..4 {
-        pos = pos.saturating_sub(1);
-        let c = if i == 3 { b'.' } else { digit(frac) };
-        frac /= 10;
-        if let Some(slot) = buf.get_mut(pos) {
-            *slot = c;
+    let mut put = |bytes: &[u8]| {
+        let start = pos.saturating_sub(bytes.len());
+        if let Some(slot) = buf.get_mut(start..pos) {
+            slot.copy_from_slice(bytes);
         }
-    }
+        pos = start;
+    };
+    let pair = |n: u64| {
+        let i = usize::try_from(n % 100).unwrap_or(0).saturating_mul(2);
+        PAIRS.get(i..i.saturating_add(2)).unwrap_or(b"00")
+    };
+    let frac = us % US_PER_MS;
+    put(pair(frac % 100));
+    put(pair(frac / 100).get(1..).unwrap_or_default());
+    put(b".");
     let mut ms = us / US_PER_MS;
-    loop {
-        pos = pos.saturating_sub(1);
-        if let Some(slot) = buf.get_mut(pos) {
-            *slot = digit(ms);
-        }
-        ms /= 10;
-        if ms == 0 {
-            break;
-        }
+    while ms >= 100 {
+        put(pair(ms));
+        ms /= 100;
     }
+    put(if ms >= 10 {
+        pair(ms)
+    } else {
+        pair(ms).get(1..).unwrap_or_default()
+    });
     buf.get(pos..).unwrap_or_default()
 }
 
@@ -252,6 +264,79 @@ const OPTION_MAX: usize = 16;
 
 /// The shared options, as typed (upper case): the option table's (`commands::call::options`).
 pub const SHARED: &[&[u8]] = crate::commands::call::options::SHARED;
+
+/// A shared option, known from its token ([`Shared::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shared {
+    Cost,
+    Peek,
+    Shadow,
+    BestEffort,
+    Dedup,
+    Block,
+    Delay,
+    Hold,
+    At,
+    Detail,
+}
+
+/// `token`'s first `N` bytes (all of it: `None` unless it has exactly `N`), each with bit 5
+/// cleared. A shared option's name is upper-case letters only, and the bytes that become an
+/// upper-case letter so are exactly that letter in either case: the result is a name exactly
+/// when the token is that name in any case.
+#[inline(always)]
+fn folded<const N: usize>(token: &[u8]) -> Option<[u8; N]> {
+    let bytes: [u8; N] = token.try_into().ok()?;
+    Some(bytes.map(|b| b & !0x20))
+}
+
+impl Shared {
+    /// The shared option `token` names, in any case (SPEC: options are case-insensitive);
+    /// without copying the token, by its length, then a few word compares.
+    #[inline(always)]
+    fn of(token: &[u8]) -> Option<Shared> {
+        let name = |n: &[u8], opt: Shared| (n == opt.token()).then_some(opt);
+        match token.len() {
+            2 => name(&folded::<2>(token)?, Shared::At),
+            4 => match &folded::<4>(token)? {
+                b"COST" => Some(Shared::Cost),
+                b"PEEK" => Some(Shared::Peek),
+                b"HOLD" => Some(Shared::Hold),
+                _ => None,
+            },
+            5 => match &folded::<5>(token)? {
+                b"DEDUP" => Some(Shared::Dedup),
+                b"BLOCK" => Some(Shared::Block),
+                b"DELAY" => Some(Shared::Delay),
+                _ => None,
+            },
+            6 => match &folded::<6>(token)? {
+                b"SHADOW" => Some(Shared::Shadow),
+                b"DETAIL" => Some(Shared::Detail),
+                _ => None,
+            },
+            10 => name(&folded::<10>(token)?, Shared::BestEffort),
+            _ => None,
+        }
+    }
+
+    /// Its token, upper case (the option table's).
+    fn token(self) -> &'static [u8] {
+        use crate::commands::call::options as o;
+        match self {
+            Shared::Cost => o::COST,
+            Shared::Peek => o::PEEK,
+            Shared::Shadow => o::SHADOW,
+            Shared::BestEffort => o::BESTEFFORT,
+            Shared::Dedup => o::DEDUP,
+            Shared::Block => o::BLOCK,
+            Shared::Delay => o::DELAY,
+            Shared::Hold => o::HOLD,
+            Shared::At => o::AT,
+            Shared::Detail => o::DETAIL,
+        }
+    }
+}
 
 /// The shared options of every limiter command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,33 +422,38 @@ impl Options {
         let mut seen_cost = false;
         while let Some(token) = args.next() {
             let index = args.index().saturating_sub(1);
-            // Options are short: upper-case the token on the stack (a longer one is no option,
-            // and is passed on as it is).
-            let mut buf = [0u8; OPTION_MAX];
-            let upper: &[u8] = match buf.get_mut(..token.len()) {
-                Some(b) => {
-                    b.copy_from_slice(token);
-                    b.make_ascii_uppercase();
-                    b
+            let Some(shared) = Shared::of(token) else {
+                // The algorithm's own option, or none: given upper-cased on the stack (options
+                // are short; a longer token is no option, and is passed on as it is).
+                let mut buf = [0u8; OPTION_MAX];
+                let upper: &[u8] = match buf.get_mut(..token.len()) {
+                    Some(b) => {
+                        b.copy_from_slice(token);
+                        b.make_ascii_uppercase();
+                        b
+                    }
+                    None => token,
+                };
+                if !extra(upper, args)? {
+                    return Err(RlError::UnknownOption(quote(token)));
                 }
-                None => token,
+                continue;
             };
             if let Some(allowed) = allowed
-                && SHARED.contains(&upper)
-                && !allowed.contains(&upper)
+                && !allowed.contains(&shared.token())
             {
                 return Err(RlError::UnknownOption(quote(token)));
             }
-            match upper {
-                b"COST" => {
+            match shared {
+                Shared::Cost => {
                     once(&mut seen_cost, "COST")?;
                     o.cost = non_negative(args.value_of("COST")?, "COST")?;
                 }
-                b"PEEK" => once(&mut o.peek, "PEEK")?,
-                b"SHADOW" => once(&mut o.shadow, "SHADOW")?,
-                b"BESTEFFORT" => once(&mut o.best_effort, "BESTEFFORT")?,
-                b"DETAIL" => once(&mut o.detail, "DETAIL")?,
-                b"DEDUP" => {
+                Shared::Peek => once(&mut o.peek, "PEEK")?,
+                Shared::Shadow => once(&mut o.shadow, "SHADOW")?,
+                Shared::BestEffort => once(&mut o.best_effort, "BESTEFFORT")?,
+                Shared::Detail => once(&mut o.detail, "DETAIL")?,
+                Shared::Dedup => {
                     if o.dedup.is_some() {
                         return Err(RlError::Duplicate("DEDUP"));
                     }
@@ -373,35 +463,30 @@ impl Options {
                     }
                     o.dedup = Some(DedupId::of(id));
                 }
-                b"BLOCK" => {
+                Shared::Block => {
                     if o.block.is_some() {
                         return Err(RlError::Duplicate("BLOCK"));
                     }
                     o.block = Some(duration(args.value_of("BLOCK")?, "BLOCK")?);
                 }
-                b"DELAY" => {
+                Shared::Delay => {
                     if o.delay.is_some() {
                         return Err(RlError::Duplicate("DELAY"));
                     }
                     o.delay = Some(duration(args.value_of("DELAY")?, "DELAY")?);
                 }
-                b"HOLD" => {
+                Shared::Hold => {
                     if o.hold.is_some() {
                         return Err(RlError::Duplicate("HOLD"));
                     }
                     o.hold = Some(duration(args.value_of("HOLD")?, "HOLD")?);
                 }
-                b"AT" => {
+                Shared::At => {
                     if o.at.is_some() {
                         return Err(RlError::Duplicate("AT"));
                     }
                     o.at = Some(at_time(args.value_of("AT")?)?);
                     o.at_index = Some(index);
-                }
-                _ => {
-                    if !extra(upper, args)? {
-                        return Err(RlError::UnknownOption(quote(token)));
-                    }
                 }
             }
         }
@@ -511,6 +596,77 @@ mod tests {
         assert_eq!(quote(&t), format!("{}\\xf0...", "a".repeat(63)));
     }
 
+    /// A token is a shared option exactly when, upper-cased, it is one of [`SHARED`]: in any
+    /// case, and never for bytes that are no letter (whose bit 5 cleared gives a letter only
+    /// for the letters themselves).
+    #[test]
+    fn shared_options_are_known_in_any_case_and_only_them() {
+        let all = [
+            Shared::Cost,
+            Shared::Peek,
+            Shared::Shadow,
+            Shared::BestEffort,
+            Shared::Dedup,
+            Shared::Block,
+            Shared::Delay,
+            Shared::Hold,
+            Shared::At,
+            Shared::Detail,
+        ];
+        let mut tokens: Vec<&[u8]> = all.iter().map(|s| s.token()).collect();
+        tokens.sort();
+        let mut shared = SHARED.to_vec();
+        shared.sort();
+        assert_eq!(tokens, shared);
+        let want = |t: &[u8]| {
+            let upper = t.to_ascii_uppercase();
+            all.iter().copied().find(|s| s.token() == upper.as_slice())
+        };
+        for s in all {
+            let name = s.token();
+            // Every mix of cases of the name.
+            for mask in 0u32..(1 << name.len()) {
+                let t: Vec<u8> = name
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| {
+                        if mask >> i & 1 == 1 {
+                            b.to_ascii_lowercase()
+                        } else {
+                            b
+                        }
+                    })
+                    .collect();
+                assert_eq!(Shared::of(&t), Some(s), "{t:?}");
+            }
+            // One byte changed to any other byte: a shared option only if that is one too.
+            for i in 0..name.len() {
+                for b in 0..=255u8 {
+                    let mut t = name.to_vec();
+                    t[i] = b;
+                    assert_eq!(Shared::of(&t), want(&t), "{t:?}");
+                }
+            }
+            // A byte more or less.
+            assert_eq!(Shared::of(&name[1..]), want(&name[1..]));
+            let mut longer = name.to_vec();
+            longer.push(b'S');
+            assert_eq!(Shared::of(&longer), want(&longer));
+        }
+        for t in [
+            &b""[..],
+            b"A",
+            b"WAIT",
+            b"OFFSET",
+            b"TZ",
+            b"ANCHOR",
+            b"NAME",
+            b"\xc1T",
+        ] {
+            assert_eq!(Shared::of(t), want(t), "{t:?}");
+        }
+    }
+
     #[test]
     fn integers_are_strict() {
         assert_eq!(parse_u64(b"0"), Some(0));
@@ -595,6 +751,18 @@ mod tests {
         assert_eq!(format_at(1_700_000_000_123_045), "1700000000123.045");
         assert_eq!(format_at(0), "0.000");
         assert_eq!(format_at(u64::MAX), "18446744073709551.615");
+        // Every number of digits, against the standard formatting.
+        let mut us = 7u64;
+        for _ in 0..2_000 {
+            let want = format!("{}.{:03}", us / 1000, us % 1000);
+            assert_eq!(format_at(us), want);
+            us = us.wrapping_mul(3).wrapping_add(us / 7 % 1000);
+        }
+        for us in [
+            0, 1, 9, 10, 99, 100, 999, 1000, 9_999, 10_000, 99_999, 100_000, 1_000_000,
+        ] {
+            assert_eq!(format_at(us), format!("{}.{:03}", us / 1000, us % 1000));
+        }
         assert_eq!(
             at_time(format_at(1_700_000_000_123_045).as_bytes()).unwrap(),
             1_700_000_000_123_045

@@ -65,9 +65,14 @@ pub fn reply(
     denied_by: Option<usize>,
     parts: &[Part<'_>],
 ) {
-    let entries: Vec<DetailEntry<'_>> = parts.iter().map(Part::entry).collect();
     let denier = denied_by.and_then(|i| parts.get(i)).map(|p| p.name);
-    reply::detail(ctx, values(d), denier, reason.name(), &entries);
+    reply::detail(
+        ctx,
+        values(d),
+        denier,
+        reason.name(),
+        parts.iter().map(Part::entry),
+    );
 }
 
 /// The detailed reply of a single-limiter call on `key`: enforcement's reply `verdict` for

@@ -104,11 +104,16 @@ pub fn replicate_argv_with_at(
 ) {
     let mut buf = [0u8; AT_BUF];
     let at = format_at_into(now, &mut buf);
+    let Some(at_index) = at_index else {
+        // No `AT` to drop (the common call): the arguments as Redis passed them.
+        ffi::replicate::replicate_argv_with(ctx, name, argv, c"AT", at);
+        return;
+    };
     let kept = argv
         .iter()
         .enumerate()
         .skip(1)
-        .filter(|(i, _)| !at_index.is_some_and(|s| *i == s || *i == s.saturating_add(1)))
+        .filter(|(i, _)| *i != at_index && *i != at_index.saturating_add(1))
         .map(|(_, a)| a);
     ffi::replicate::replicate_with(ctx, name, kept, c"AT", at);
 }

@@ -17,7 +17,7 @@ use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::row::{Command, Run};
 use crate::config;
 use crate::core::flow::{self, Outcome, Write};
-use crate::core::limiter::{Algorithm, Decision, Reason, Request, Verdict};
+use crate::core::limiter::{self, Algorithm, Decision, Reason, Request, Verdict};
 use crate::core::packed::StateMut;
 use crate::core::state::Stored;
 use crate::core::time::Micros;
@@ -398,8 +398,10 @@ pub fn run_call<A: Stored, R: FnOnce(&Context, &Decision, &Verdict), S: Steps>(
         at_index: parsed.opts.at_index,
         now,
     };
-    // `DETAIL` and `SHADOW` replies are off the common path.
-    let special = parsed.opts.detail | parsed.opts.shadow;
+    // `DETAIL` replies, and `SHADOW` ones that differ from enforcement's (a call it does not
+    // grant in full: `limiter::shadow`), are off the common path.
+    let special = parsed.opts.detail
+        || (req.shadow && limiter::shadow_changes(&outcome.verdict, outcome.reason, req.cost));
     let reply = call.reply;
     let count =
         Count::of(granted, req.shadow).near(d.remaining, d.limit, config::near_limit_percent());
