@@ -14,9 +14,15 @@ pub const FEW: usize = 4;
 pub struct Few<T>(SmallVec<[T; FEW]>);
 
 impl<T> Few<T> {
-    /// An empty vector with room for `n` items.
+    /// An empty vector with room for `n` items: on the stack, built in place, for up to
+    /// [`FEW`].
+    #[inline(always)]
     pub fn with_capacity(n: usize) -> Self {
-        Few(SmallVec::with_capacity(n))
+        if n <= FEW {
+            Few(SmallVec::new())
+        } else {
+            Few(SmallVec::with_capacity(n))
+        }
     }
 
     /// `n` copies of `item`.
@@ -28,6 +34,7 @@ impl<T> Few<T> {
     }
 
     /// Append `item`.
+    #[inline(always)]
     pub fn push(&mut self, item: T) {
         self.0.push(item);
     }

@@ -32,6 +32,13 @@ impl AnyParams {
         self.0.kind()
     }
 
+    /// Whether the algorithm fits its parameters to the call's shared options
+    /// ([`crate::core::limiter::Algorithm::BINDS_CALL`]): [`Self::bind_call`] changes nothing
+    /// otherwise.
+    pub fn binds_call(&self) -> bool {
+        dispatch!(&self.0, spec => binds_like(spec))
+    }
+
     /// These parameters fitted to the call's shared options ([`crate::core::limiter::Algorithm::bind_call`]).
     ///
     /// # Errors
@@ -294,9 +301,13 @@ impl From<CoreError> for MultiError {
 /// limit and remaining of the limiter that allows the fewest more calls of the same shape (the
 /// smallest `floor(remaining / cost)`, limiters of cost 0 left out; then the fewest remaining;
 /// then the first), the largest retry (never if any is never) and reset.
-fn combine(granted: u64, verdicts: &[Verdict], costs: &[u64]) -> Verdict {
+fn combine<'v>(
+    granted: u64,
+    verdicts: impl Iterator<Item = &'v Verdict> + Clone,
+    costs: &[u64],
+) -> Verdict {
     let tightest = verdicts
-        .iter()
+        .clone()
         .zip(costs)
         .min_by_key(|(v, c)| {
             (
@@ -314,17 +325,19 @@ fn combine(granted: u64, verdicts: &[Verdict], costs: &[u64]) -> Verdict {
             retry: Retry::Granted,
             reset_after: 0,
         });
-    let retry = verdicts
-        .iter()
-        .fold(Retry::Granted, |acc, v| match (acc, v.retry) {
+    let mut retry = Retry::Granted;
+    let mut reset_after = 0;
+    for v in verdicts {
+        retry = match (retry, v.retry) {
             (Retry::Never, _) | (_, Retry::Never) => Retry::Never,
             (Retry::After(a), Retry::After(b)) => Retry::After(a.max(b)),
             (Retry::After(a), Retry::Granted) | (Retry::Granted, Retry::After(a)) => {
                 Retry::After(a)
             }
             (Retry::Granted, Retry::Granted) => Retry::Granted,
-        });
-    let reset_after = verdicts.iter().map(|v| v.reset_after).max().unwrap_or(0);
+        };
+        reset_after = reset_after.max(v.reset_after);
+    }
     Verdict {
         granted,
         limit: tightest.limit,
@@ -345,21 +358,41 @@ fn retry_for_full_cost(v: &Verdict, cost: u64) -> Retry {
     }
 }
 
-/// The amount the call grants and the amount each key is charged: with `BESTEFFORT` the least
-/// any key grants (every key is asked the same cost), else the call's cost and each key's own
-/// cost if every key grants it (a blocked key grants nothing, not even 0 units), else nothing.
-fn choose(req: &Request, judged: &[Judged]) -> (u64, Few<u64>) {
+/// The amount the call grants and the amount each key is charged ([`Amounts::of`]): with
+/// `BESTEFFORT` the least any key grants (every key is asked the same cost), else the call's
+/// cost and each key's own cost if every key grants it (a blocked key grants nothing, not even
+/// 0 units), else nothing.
+fn choose(req: &Request, judged: &[Judged]) -> (u64, Amounts) {
     if req.best_effort {
         let least = judged.iter().map(|j| j.verdict.granted).min().unwrap_or(0);
-        (least, Few::from_elem(least, judged.len()))
+        (least, Amounts::Each(least))
     } else if judged
         .iter()
         .all(|j| j.blocked.is_none() && j.verdict.granted == j.cost)
     {
         // A blocked key denies even a charge of 0.
-        (req.cost, judged.iter().map(|j| j.cost).collect())
+        (req.cost, Amounts::Own)
     } else {
-        (0, Few::from_elem(0, judged.len()))
+        (0, Amounts::Each(0))
+    }
+}
+
+/// The amount each key is charged ([`choose`]).
+#[derive(Debug, Clone, Copy)]
+enum Amounts {
+    /// The same amount on every key.
+    Each(u64),
+    /// Each key its own cost.
+    Own,
+}
+
+impl Amounts {
+    /// The amount of the key judged `j`.
+    fn of(self, j: &Judged) -> u64 {
+        match self {
+            Amounts::Each(n) => n,
+            Amounts::Own => j.cost,
+        }
     }
 }
 
@@ -371,26 +404,27 @@ fn judge_all(
     charges: &[u64],
     req: &Request,
 ) -> Result<Few<Judged>, MultiError> {
-    let judged: Few<Result<Judged, CoreError>> = slots
-        .iter()
-        .zip(specs)
-        .zip(charges)
-        .map(|((slot, spec), &cost)| {
-            spec.judge(slot.state(), req.now, cost, req.best_effort, req.dedup)
-        })
-        .collect();
-    let wrong = judged.iter().enumerate().find_map(|(index, j)| match j {
-        Err(CoreError::WrongKind { held, wanted }) => Some(MultiError::WrongKind {
-            index,
-            held: *held,
-            wanted: *wanted,
-        }),
-        _ => None,
-    });
-    if let Some(e) = wrong {
-        return Err(e);
+    let mut judged: Few<Judged> = Few::with_capacity(slots.len());
+    let mut failed: Option<CoreError> = None;
+    for (index, ((slot, spec), &cost)) in slots.iter().zip(specs).zip(charges).enumerate() {
+        match spec.judge(slot.state(), req.now, cost, req.best_effort, req.dedup) {
+            Ok(j) => judged.push(j),
+            Err(CoreError::WrongKind { held, wanted }) => {
+                return Err(MultiError::WrongKind {
+                    index,
+                    held,
+                    wanted,
+                });
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
     }
-    Ok(judged.into_iter().collect::<Result<_, _>>()?)
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(judged),
+    }
 }
 
 /// `DELAY d` on RL.ALL: when the call is not granted in full now but every key grants its full
@@ -454,6 +488,7 @@ pub fn apply_all(
 /// [`MultiError::WrongKind`] naming the key; [`CoreError::Overflow`]; [`CoreError::Refused`]
 /// for `BESTEFFORT` with a charge other than the call's cost, or fewer charges than keys.
 /// Nothing is changed then.
+#[inline(always)]
 pub fn apply_charged(
     slots: &mut [Slot<'_>],
     specs: &[AnyParams],
@@ -539,22 +574,7 @@ fn apply_now(
     if let Some(d) = req.delay {
         delay_all(slots, specs, &mut judged, d)?;
     }
-    let reasons: Few<Reason> = judged.iter().map(Judged::reason).collect();
-    let (reason, denied_by) = Reason::of_call(reasons.iter().copied());
-    let detail = |verdicts: Few<Verdict>, granted: &[u64]| -> Few<LimiterDetail> {
-        verdicts
-            .into_iter()
-            .zip(&judged)
-            .zip(&reasons)
-            .zip(granted)
-            .map(|(((v, j), &reason), &granted)| LimiterDetail {
-                cost: j.cost,
-                verdict: Verdict { granted, ..v },
-                now: j.now,
-                reason,
-            })
-            .collect()
-    };
+    let (reason, denied_by) = Reason::of_call(judged.iter().map(Judged::reason));
     let blocked = judged.iter().any(|j| j.blocked.is_some());
     // A remembered id on any key (none blocked): nothing is charged again.
     if let Some(granted) = judged
@@ -562,35 +582,15 @@ fn apply_now(
         .find_map(|j| j.remembered)
         .filter(|_| !blocked)
     {
-        let verdicts = slots
-            .iter()
-            .zip(specs)
-            .zip(&judged)
-            .map(|((slot, spec), j)| spec.after(slot.state(), j.now, j.cost, Some(Retry::Granted)))
-            .collect::<Result<Few<_>, _>>()?;
-        // The call's grant: the remembered one when every key was asked the call's cost (a
-        // BESTEFFORT call may have been granted less), else the call's cost.
-        let granted = if charges.iter().all(|&c| c == req.cost) {
-            granted
-        } else {
-            req.cost
-        };
-        let each: Few<u64> = judged.iter().map(|j| j.remembered.unwrap_or(0)).collect();
-        return Ok(MultiOutcome {
-            verdict: combine(granted, &verdicts, charges),
-            writes: Few::from_elem(None, slots.len()),
-            blocked: false,
-            limiters: detail(verdicts, &each),
-            reason: Reason::Granted,
-            denied_by: None,
-        });
+        return remembered_all(slots, specs, charges, req, &judged, granted);
     }
     let (granted, amounts) = choose(req, &judged);
     // What each key does: charged its amount (which every key can be, checked before any key
     // changes), or, when denied, blocked by `BLOCK d` if it denied.
-    let mut actions: Few<Settle> = Few::with_capacity(judged.len());
-    for (((slot, spec), j), &amount) in slots.iter().zip(specs).zip(&judged).zip(&amounts) {
-        let action = j.settles(req, amount);
+    // (Found again when each key is settled: it is a function of the key's judgment.)
+    let mut placed = false;
+    for ((slot, spec), j) in slots.iter().zip(specs).zip(&judged) {
+        let action = j.settles(req, amounts.of(j));
         if let Settle::Charge(n) = action {
             spec.can_charge(slot.state(), j, n)?;
         }
@@ -600,19 +600,23 @@ fn apply_now(
         {
             return Err(CoreError::Refused(flow::TOO_MANY_HOLDS).into());
         }
-        actions.push(action);
+        placed |= matches!(action, Settle::Block(_));
     }
-    let placed = actions.iter().any(|a| matches!(a, Settle::Block(_)));
     // Settle every key (a copy when peeking), then read each key's reply from its state after.
-    let mut verdicts: Few<Verdict> = Few::with_capacity(judged.len());
+    let mut limiters: Few<LimiterDetail> = Few::with_capacity(judged.len());
     let mut writes: Few<Option<Micros>> = Few::with_capacity(judged.len());
-    for ((((slot, spec), j), action), &amount) in slots
-        .iter_mut()
-        .zip(specs)
-        .zip(&judged)
-        .zip(actions)
-        .zip(&amounts)
-    {
+    for ((slot, spec), j) in slots.iter_mut().zip(specs).zip(&judged) {
+        let amount = amounts.of(j);
+        let action = j.settles(req, amount);
+        let part = |verdict: Verdict| LimiterDetail {
+            cost: j.cost,
+            verdict: Verdict {
+                granted: amount,
+                ..verdict
+            },
+            now: j.now,
+            reason: j.reason(),
+        };
         // A key charged its whole cost as judged replies what it was judged to (as its own
         // command does): the state after the charge is the one its verdict describes.
         let whole = amount > 0 && amount == j.cost && amount == j.verdict.granted;
@@ -622,10 +626,7 @@ fn apply_now(
                 true => None,
                 false => spec.settle(slot, j.now, action, flow::Remember::of(req), dedup_max)?,
             };
-            verdicts.push(Verdict {
-                granted: 0,
-                ..j.verdict
-            });
+            limiters.push(part(j.verdict));
             writes.push(written);
             continue;
         }
@@ -638,16 +639,58 @@ fn apply_now(
         };
         let written = spec.settle(target, j.now, action, flow::Remember::of(req), dedup_max)?;
         let full = (amount > 0 && amount == j.cost).then_some(j.verdict.retry);
-        verdicts.push(spec.after(target.state(), j.now, j.cost, full)?);
+        limiters.push(part(spec.after(target.state(), j.now, j.cost, full)?));
         writes.push(written.filter(|_| !req.peek));
     }
     Ok(MultiOutcome {
-        verdict: combine(granted, &verdicts, charges),
+        verdict: combine(granted, limiters.iter().map(|l| &l.verdict), charges),
         writes,
         blocked: blocked || placed,
-        limiters: detail(verdicts, &amounts),
+        limiters,
         reason,
         denied_by,
+    })
+}
+
+/// [`apply_now`] when a key remembers the call's `DEDUP` id (`granted`, the first such key's
+/// grant) and none is blocked: nothing is charged again, each key replies as it is now.
+#[cold]
+#[inline(never)]
+fn remembered_all(
+    slots: &[Slot<'_>],
+    specs: &[AnyParams],
+    charges: &[u64],
+    req: &Request,
+    judged: &[Judged],
+    granted: u64,
+) -> Result<MultiOutcome, MultiError> {
+    let mut limiters: Few<LimiterDetail> = Few::with_capacity(judged.len());
+    for ((slot, spec), j) in slots.iter().zip(specs).zip(judged) {
+        let verdict = spec.after(slot.state(), j.now, j.cost, Some(Retry::Granted))?;
+        limiters.push(LimiterDetail {
+            cost: j.cost,
+            verdict: Verdict {
+                granted: j.remembered.unwrap_or(0),
+                ..verdict
+            },
+            now: j.now,
+            reason: j.reason(),
+        });
+    }
+    // The call's grant: the remembered one when every key was asked the call's cost (a
+    // BESTEFFORT call may have been granted less), else the call's cost.
+    let granted = if charges.iter().all(|&c| c == req.cost) {
+        granted
+    } else {
+        req.cost
+    };
+    Ok(MultiOutcome {
+        verdict: combine(granted, limiters.iter().map(|l| &l.verdict), charges),
+        writes: Few::from_elem(None, slots.len()),
+        blocked: false,
+        limiters,
+        reason: Reason::Granted,
+        denied_by: None,
     })
 }
 

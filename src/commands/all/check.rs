@@ -60,11 +60,11 @@ impl<'a> CheckRequest<'a> {
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
-        let key = args.required()?;
+        let _key = args.required()?;
         if args.peek().is_none() {
             return Err(RlError::Arity);
         }
-        let limiter = parse_limiter(&mut args, key)?;
+        let limiter = parse_limiter(&mut args)?;
         let spec = limiter.params;
         let mut opts =
             Options::parse_only(&mut args, crate::commands::call::options::CHECK, |_, _| {

@@ -57,13 +57,9 @@ const CHECK_LEASE: DedupId = DedupId(u128::MAX);
 /// # Errors
 /// As RL.ALL's parser; any other shared option is unknown.
 pub fn parse<'a>(items: &'a [&'a [u8]]) -> Result<AllRequest<'a>, RlError> {
-    let parsed = AllRequest::parse_with(items, OPTIONS)?;
-    let specs = parsed
-        .specs
-        .into_iter()
-        .map(|s| s.bind_call(Some(CHECK_LEASE), false))
-        .collect::<Result<crate::core::few::Few<_>, _>>()?;
-    Ok(AllRequest { specs, ..parsed })
+    let mut parsed = AllRequest::parse_with(items, OPTIONS)?;
+    parsed.bind_call(Some(CHECK_LEASE), false)?;
+    Ok(parsed)
 }
 
 /// RL.CHECKALL numkeys key [key ...] limiter [limiter ...] [COST n] \[SHADOW\] \[DETAIL\] [AT t]

@@ -5,8 +5,12 @@
 //!
 //! Several limits on one request, atomically and all or nothing. Each `limiter` is an algorithm
 //! name and that command's positional arguments and own options (`GCRA 10 5 1s`), for the key in
-//! the same position. Parsing reuses each command's own parser, so the arguments and errors are
-//! exactly those of the single-limiter commands.
+//! the same position. Parsing reuses each command's own parser (`commands::limiters::registry`), so the
+//! arguments and errors are exactly those of the single-limiter commands.
+//!
+//! A call over one key with nothing only RL.ALL does is that key's own command
+//! (`commands::limiters::alone`): its limiter is parsed straight into its algorithm's parameters and
+//! run by `commands::run_call`, without building the whole request.
 
 pub mod check;
 pub mod checkall;
@@ -19,22 +23,24 @@ use crate::commands::acquire::wait;
 use crate::commands::call::args::{Args, Options, positive, quote};
 use crate::commands::call::detail::{self, Part};
 use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
-use crate::commands::limiters::registry::{LimiterArg, parse_limiter};
+use crate::commands::evaluation_time;
+use crate::commands::limiters::alone::{self, NAME};
+use crate::commands::limiters::registry::{limiter_words, parse_limiter};
 use crate::commands::policy::state as policy_state;
+use crate::commands::reply_decision;
 use crate::commands::row::{Command, Run};
-use crate::commands::{Call, evaluation_time, reply_decision, run_call};
 use crate::config;
 use crate::core::Kind;
+use crate::core::dedup::DedupId;
 use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
 use crate::core::policy::Policy;
-use crate::core::state::Stored;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
-use crate::ffi::command::{Arg, Argv};
+use crate::ffi::command::Argv;
 use crate::ffi::key::LimiterKey;
 use crate::stats::Count;
 
@@ -86,13 +92,23 @@ impl<'a> AllRequest<'a> {
     /// # Errors
     /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
-        let parsed = Self::parse_with(items, ALL_OPTIONS)?;
-        let specs = parsed
-            .specs
-            .into_iter()
-            .map(|s| s.bind_call(parsed.opts.dedup, parsed.opts.best_effort))
-            .collect::<Result<Few<_>, _>>()?;
-        Ok(AllRequest { specs, ..parsed })
+        let mut parsed = Self::parse_with(items, ALL_OPTIONS)?;
+        parsed.bind_call(parsed.opts.dedup, parsed.opts.best_effort)?;
+        Ok(parsed)
+    }
+
+    /// Fit each limiter that binds its parameters to the call to the call's `dedup` and
+    /// `best_effort` ([`AnyParams::bind_call`]), in place.
+    ///
+    /// # Errors
+    /// As [`AnyParams::bind_call`].
+    pub fn bind_call(&mut self, dedup: Option<DedupId>, best_effort: bool) -> Result<(), RlError> {
+        for spec in self.specs.iter_mut() {
+            if spec.binds_call() {
+                *spec = spec.clone().bind_call(dedup, best_effort)?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Self::parse`] taking only the shared options in `allowed`, the limiters not bound to
@@ -100,6 +116,7 @@ impl<'a> AllRequest<'a> {
     ///
     /// # Errors
     /// As [`Self::parse`].
+    #[inline(always)]
     pub fn parse_with(items: &'a [&'a [u8]], allowed: &[&[u8]]) -> Result<Self, RlError> {
         let mut args = Args::new(items);
         let _name = args.required()?;
@@ -111,16 +128,16 @@ impl<'a> AllRequest<'a> {
                 "numkeys is greater than the number of arguments",
             ));
         }
-        let keys: Few<&[u8]> = (0..numkeys).filter_map(|_| args.next()).collect();
-        for (i, k) in keys.iter().enumerate() {
-            if keys
-                .iter()
-                .skip(i.saturating_add(1))
-                .any(|other| other == k)
-            {
+        let mut keys: Few<&[u8]> = Few::with_capacity(numkeys);
+        for key in args.by_ref().take(numkeys) {
+            if keys.contains(&key) {
                 return Err(RlError::Syntax("RL.ALL keys must be distinct"));
             }
+            keys.push(key);
         }
+        let mut specs: Few<AnyParams> = Few::with_capacity(numkeys);
+        let mut charges: Few<u64> = Few::with_capacity(numkeys);
+        let mut names: Few<Option<&'a [u8]>> = Few::with_capacity(numkeys);
         if args
             .peek()
             .is_some_and(|t| t.eq_ignore_ascii_case(b"POLICY"))
@@ -140,64 +157,60 @@ impl<'a> AllRequest<'a> {
             // A policy set with SHADOW: every call under it as with the SHADOW option.
             opts.shadow |= found.def.shadow;
             // Named in the detailed reply by the policy's own names.
-            let limiters = limiters
-                .iter()
-                .map(|l| LimiterArg {
-                    params: l.params.clone(),
-                    charge: l.charge,
-                    name: None,
-                })
-                .collect();
-            return Self::checked(keys, limiters, opts, Some(found));
+            for l in limiters {
+                specs.push(l.params.clone());
+                charges.push(l.charge.unwrap_or(opts.cost));
+                names.push(None);
+            }
+            let parsed = AllRequest {
+                keys,
+                specs,
+                charges,
+                names,
+                opts,
+                policy: Some(found),
+            };
+            parsed.check()?;
+            return Ok(parsed);
         }
-        let mut limiters: Few<LimiterArg<'a>> = Few::with_capacity(numkeys);
-        for key in &keys {
-            limiters.push(parse_limiter(&mut args, key)?);
+        // Each limiter's own `CHARGE`, until the call's `COST` is known.
+        let mut own: Few<Option<u64>> = Few::with_capacity(numkeys);
+        for _ in 0..keys.len() {
+            let l = parse_limiter(&mut args)?;
+            specs.push(l.params);
+            own.push(l.charge);
+            names.push(l.name);
         }
         let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
-        Self::checked(keys, limiters, opts, None)
-    }
-
-    /// The request of `keys` under `limiters` with `opts`, the limiters written out or those of
-    /// `policy`: refused unless every limiter takes the call's `DELAY` and `HOLD`, and
-    /// `BESTEFFORT` only with equal charges.
-    ///
-    /// # Errors
-    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
-    /// charges.
-    fn checked(
-        keys: Few<&'a [u8]>,
-        limiters: Few<LimiterArg<'a>>,
-        opts: Options,
-        policy: Option<Arc<Policy>>,
-    ) -> Result<Self, RlError> {
-        opts.check_delay(
-            limiters
-                .iter()
-                .map(|l| (l.params.kind(), l.params.delays())),
-        )?;
-        opts.check_hold(
-            limiters
-                .iter()
-                .map(|l| (l.params.kind(), l.params.settles())),
-        )?;
-        let charges: Few<u64> = limiters
-            .iter()
-            .map(|l| l.charge.unwrap_or(opts.cost))
-            .collect();
-        if opts.best_effort && charges.iter().any(|&c| c != opts.cost) {
-            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        for charge in own.iter() {
+            charges.push(charge.unwrap_or(opts.cost));
         }
-        let names = limiters.iter().map(|l| l.name).collect();
-        let specs = limiters.into_iter().map(|l| l.params).collect();
-        Ok(AllRequest {
+        let parsed = AllRequest {
             keys,
             specs,
             charges,
             names,
             opts,
-            policy,
-        })
+            policy: None,
+        };
+        parsed.check()?;
+        Ok(parsed)
+    }
+
+    /// Refuse the request unless every limiter takes the call's `DELAY` and `HOLD`, and
+    /// `BESTEFFORT` but with equal charges.
+    ///
+    /// # Errors
+    /// As [`Options::check_delay`] and [`Options::check_hold`]; `BESTEFFORT` with unequal
+    /// charges.
+    fn check(&self) -> Result<(), RlError> {
+        let opts = &self.opts;
+        opts.check_delay(self.specs.iter().map(|s| (s.kind(), s.delays())))?;
+        opts.check_hold(self.specs.iter().map(|s| (s.kind(), s.settles())))?;
+        if opts.best_effort && self.charges.iter().any(|&c| c != opts.cost) {
+            return Err(RlError::Conflict(BESTEFFORT_CHARGES));
+        }
+        Ok(())
     }
 }
 
@@ -217,11 +230,38 @@ impl AllRequest<'_> {
     }
 }
 
-/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]), counted
-/// and propagated as RL.ALL.
+/// RL.ALL over one key run as that key's own command when it is one
+/// ([`AllRequest::is_its_own_command`]), its limiter parsed straight into its algorithm's
+/// parameters by its command's parser: `None` for any other call, and for any call with an
+/// argument error (the whole parse then replies it, as every other call's).
+fn run_alone(
+    ctx: &Context,
+    argv: Argv<'_>,
+    bytes: &[&[u8]],
+    this: &'static Command,
+) -> Option<Result<(), RlError>> {
+    if crate::commands::call::args::parse_u64(bytes.get(1)?) != Some(1) {
+        return None;
+    }
+    let mut args = Args::new(bytes);
+    args.nth(2)?;
+    let words = limiter_words(&mut args).ok()?;
+    let opts = Options::parse_only(&mut args, ALL_OPTIONS, |_, _| Ok(false)).ok()?;
+    if words.charge.is_some_and(|c| c != opts.cost)
+        || opts.detail
+        || opts.shadow
+        || opts.dedup.is_some()
+        || opts.hold.is_some()
+    {
+        return None;
+    }
+    (words.limiter.alone)(ctx, argv, bytes, this, words.argv.as_slice(), opts)
+}
+
+/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]).
 ///
 /// # Errors
-/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
+/// As [`alone::run_one`].
 fn run_one(
     ctx: &Context,
     argv: Argv<'_>,
@@ -232,39 +272,7 @@ fn run_one(
     let [spec] = &parsed.specs[..] else {
         return Err(RlError::Arity);
     };
-    let opts = parsed.opts;
-    crate::core::state::dispatch!(spec.state(), a => run_one_as(ctx, argv, bytes, this, a, opts))
-        .map_err(|e| match e {
-            RlError::WrongKind { held, wanted } => RlError::WrongKindAt {
-                key: parsed.keys.first().map(|k| quote(k)).unwrap_or_default(),
-                held,
-                wanted,
-            },
-            e => e,
-        })
-}
-
-/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
-fn run_one_as<A: Stored>(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    a: &A,
-    opts: Options,
-) -> Result<(), RlError> {
-    let call = Call::<A, _> {
-        params: a.params(),
-        opts,
-        command: this.name_str(),
-        event: this.name,
-        reply: |ctx, d, _| reply_decision(ctx, d),
-        name: None,
-        policy: None,
-        steps: (),
-        key: 2,
-    };
-    run_call(ctx, argv, bytes, &this.stats, call).map(|_| ())
+    alone::run_one(ctx, argv, bytes, this, spec, parsed.opts)
 }
 
 /// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this
@@ -319,6 +327,9 @@ impl Run for All {
         if declare_keys(ctx, bytes) {
             return Ok(());
         }
+        if let Some(done) = run_alone(ctx, argv, bytes, this) {
+            return done;
+        }
         let parsed = AllRequest::parse(bytes)?;
         if parsed.is_its_own_command() {
             return run_one(ctx, argv, bytes, this, &parsed);
@@ -329,12 +340,16 @@ impl Run for All {
         let eval = evaluation_time(ctx, parsed.opts.at)?;
         let now = eval.now;
         let req: Request = parsed.opts.request(now);
-        let names: Few<Arg<'_>> = argv.iter().skip(2).take(parsed.keys.len()).collect();
-
-        let mut keys: Few<LimiterKey> = names.iter().map(|n| LimiterKey::open(ctx, *n)).collect();
-        let mut held: Few<_> = Few::with_capacity(keys.len());
+        let n = parsed.keys.len();
+        // Each key's part, filled in place (a `collect` would build each elsewhere and move it).
+        let names = || argv.iter().skip(2).take(n);
+        let mut keys: Few<LimiterKey> = Few::with_capacity(n);
+        for name in names() {
+            keys.push(LimiterKey::open(ctx, name));
+        }
+        let mut held: Few<_> = Few::with_capacity(n);
         for key in keys.iter_mut() {
-            held.push(key.limiter(this.name_str())?);
+            held.push(key.limiter(NAME)?);
         }
         // A new lease on a concurrency key does not pass the clients waiting there
         // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
@@ -352,13 +367,13 @@ impl Run for All {
         let yields = yielder.is_some();
         let mut req = req;
         req.peek |= yields;
-        let mut slots: Few<Slot<'_>> = held
-            .iter_mut()
-            .map(|h| match h {
+        let mut slots: Few<Slot<'_>> = Few::with_capacity(n);
+        for h in held.iter_mut() {
+            slots.push(match h {
                 Some(state) => Slot::Existing(state),
                 None => Slot::New(None),
-            })
-            .collect();
+            });
+        }
         let outcome = apply_charged(
             &mut slots,
             &parsed.specs,
@@ -367,23 +382,21 @@ impl Run for All {
             config::dedup_max(),
         )
         .map_err(|e| multi_error(e, &parsed.keys))?;
-        let created: Few<Write> = slots
-            .into_iter()
-            .map(|s| match s {
+        let mut created: Few<Write> = Few::with_capacity(n);
+        for slot in slots {
+            created.push(match slot {
                 Slot::New(Some(state)) => Write::Created(state),
                 Slot::Existing(_) => Write::Updated,
                 Slot::New(None) => Write::None,
-            })
-            .collect();
-        let fates: Few<Fate> = held
-            .into_iter()
-            .zip(created)
-            .zip(&outcome.writes)
-            .map(|((state, write), at)| match at {
+            });
+        }
+        let mut fates: Few<Fate> = Few::with_capacity(n);
+        for ((state, write), at) in held.into_iter().zip(created).zip(&outcome.writes) {
+            fates.push(match at {
                 Some(at) => Fate::of(ctx, state, write, *at, None),
                 None => Fate::of(ctx, state, Write::None, 0, None),
-            })
-            .collect();
+            });
+        }
         let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
         // A new lease that yields to the waiters on a concurrency key is denied (judged only);
         // under `SHADOW` it is let through, taking nothing.
@@ -401,12 +414,10 @@ impl Run for All {
             (true, false) => (Reason::Limit, yielder),
             (false, _) => (reason, outcome.denied_by),
         };
-        let mut keys: Few<Touched<'_>> = keys
-            .into_iter()
-            .zip(&names)
-            .zip(fates)
-            .map(|((key, name), fate)| Touched::new(key, *name, fate))
-            .collect();
+        let mut touched: Few<Touched<'_>> = Few::with_capacity(n);
+        for ((key, name), fate) in keys.into_iter().zip(names()).zip(fates) {
+            touched.push(Touched::new(key, name, fate));
+        }
         let propagate = Propagate::Values {
             argv,
             at_index: parsed.opts.at_index,
@@ -423,7 +434,7 @@ impl Run for All {
             ctx,
             Tail::of(this),
             eval,
-            &mut keys,
+            &mut touched,
             propagate,
             count,
             |ctx| {
@@ -490,6 +501,15 @@ mod tests {
         let bytes: Vec<&[u8]> = items.iter().map(|s| s.as_bytes()).collect();
         let bytes: &'static [&'static [u8]] = Box::leak(bytes.into_boxed_slice());
         AllRequest::parse(bytes).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn name_is_the_registered_one() {
+        let row = crate::commands::table::COMMANDS
+            .iter()
+            .find(|c| c.doc.summary == DOC.summary)
+            .unwrap();
+        assert_eq!(row.name_str(), NAME);
     }
 
     #[test]

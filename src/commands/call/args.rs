@@ -80,6 +80,11 @@ impl<'a> Args<'a> {
     pub fn index(&self) -> usize {
         self.pos
     }
+
+    /// The arguments from index `from` up to `to` (not included), read or not.
+    pub fn span(&self, from: usize, to: usize) -> Option<&'a [&'a [u8]]> {
+        self.items.get(from..to)
+    }
 }
 
 impl<'a> Iterator for Args<'a> {

@@ -134,11 +134,29 @@ pub fn decision_fields(d: &Decision) -> [(&'static str, RedisValue); 5] {
 /// Arguments read on the stack; a longer call uses the heap.
 const INLINE_ARGS: usize = 16;
 
+/// Arguments of a longer call read on the stack (RL.ALL over a few limiters with their options);
+/// a longer one uses the heap.
+const INLINE_ARGS_LONG: usize = 48;
+
 /// Run `f` on the bytes of every argument, without allocating for a call of up to
-/// `INLINE_ARGS` arguments.
+/// `INLINE_ARGS_LONG` arguments.
 pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
     let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
     if argv.len() <= INLINE_ARGS {
+        for (slot, a) in inline.iter_mut().zip(argv.iter()) {
+            *slot = a.bytes();
+        }
+        f(inline.get(..argv.len()).unwrap_or_default())
+    } else {
+        with_bytes_long(argv, f)
+    }
+}
+
+/// [`with_bytes`] for a call of more than `INLINE_ARGS` arguments.
+#[inline(never)]
+fn with_bytes_long<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    if argv.len() <= INLINE_ARGS_LONG {
+        let mut inline: [&[u8]; INLINE_ARGS_LONG] = [&[]; INLINE_ARGS_LONG];
         for (slot, a) in inline.iter_mut().zip(argv.iter()) {
             *slot = a.bytes();
         }

@@ -261,11 +261,12 @@ fn finish_values(
         wrote |= write_key(ctx, tail, eval, k, Propagate::Plain(call.0))?;
     }
     if wrote {
-        let pairs: Few<(Arg<'_>, &[u8])> = keys
-            .iter()
-            .zip(&values)
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k.name, v.bytes())))
-            .collect();
+        let mut pairs: Few<(Arg<'_>, &[u8])> = Few::with_capacity(keys.len());
+        for (k, v) in keys.iter().zip(&values) {
+            if let Some(v) = v {
+                pairs.push((k.name, v.bytes()));
+            }
+        }
         if !(short && replicate_values(ctx, &pairs)) {
             let (argv, at_index, now) = call;
             replicate_argv_with_at(ctx, tail.event, argv, at_index, now);

@@ -1,7 +1,9 @@
 //! The algorithms' commands, one file each (the algorithm's parameters parsed, its COMMAND
 //! DOCS; `commands::call::run` does the rest), CL.THROTTLE over GCRA, RL.STREAMCOUNT over a
-//! Redis stream, and RL.ALL's table of the algorithms' commands ([`registry`]).
+//! Redis stream, RL.ALL's table of the algorithms' commands ([`registry`]), and RL.ALL over one
+//! key run as its limiter's own command ([`alone`]).
 
+pub mod alone;
 pub mod fixed;
 pub mod gcra;
 pub mod leaky_bucket;

@@ -2,16 +2,21 @@
 //! crate-root registry wires to it ([`WiredCommand`]): RL.ALL's limiter table ([`LIMITERS`]).
 //! `commands::table` makes their rows of the command table from the same list.
 
-use smallvec::SmallVec;
+use std::ffi::CStr;
+
+use redis_module::Context;
 
 use crate::commands::LimiterCommand;
-use crate::commands::call::args::{Args, non_negative, quote};
+use crate::commands::call::args::{Args, Options, non_negative, quote};
+use crate::commands::limiters::alone;
+use crate::commands::row::Command;
 use crate::core::Kind;
 use crate::core::kind::of;
 use crate::core::multi::AnyParams;
 use crate::core::state::WiredState;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, SHARED_OPTIONS};
 use crate::error::RlError;
+use crate::ffi::command::Argv;
 
 /// One algorithm as RL.ALL reads it: its kind, its command's docs (which give its syntax) and
 /// its command's parser.
@@ -19,17 +24,101 @@ pub struct Limiter {
     pub kind: Kind,
     pub doc: &'static CommandDoc,
     pub parse: fn(&[&[u8]]) -> Result<AnyParams, RlError>,
+    /// RL.ALL over this one limiter run as its own command, its arguments parsed by that
+    /// command's parser straight into its parameters ([`alone::run_alone_as`]).
+    pub alone: Alone,
+    /// [`Limiter::positional`].
+    positional: usize,
+    /// Whether [`Limiter::options`] has any.
+    has_options: bool,
+}
+
+/// [`Limiter::alone`]: the call's arguments and their bytes, RL.ALL's row, the limiter's own
+/// arguments and the call's shared options.
+pub type Alone = fn(
+    &Context,
+    Argv<'_>,
+    &[&[u8]],
+    &'static Command,
+    &[&[u8]],
+    Options,
+) -> Option<Result<(), RlError>>;
+
+/// The arguments after the key that every call of `doc`'s command gives (not a required token,
+/// RL.ACQUIRE's `ID id`, which RL.ALL takes from its shared options): found when the table is
+/// built, not on every call.
+const fn positional_of(doc: &CommandDoc) -> usize {
+    let mut n: usize = 0;
+    let mut rest = doc.args;
+    while let [a, tail @ ..] = rest {
+        if !matches!(a.kind, ArgType::Key) && !a.optional && a.token.is_none() {
+            n = n.saturating_add(1);
+        }
+        rest = tail;
+    }
+    n
+}
+
+/// Whether `a` and `b` are the same bytes.
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a, mut b) = (a, b);
+    while let ([x, a_tail @ ..], [y, b_tail @ ..]) = (a, b) {
+        if *x != *y {
+            return false;
+        }
+        a = a_tail;
+        b = b_tail;
+    }
+    true
+}
+
+/// Whether `token` is a shared option's (or `DELAY`, which RL.ALL takes for the whole call).
+const fn is_shared(token: &CStr) -> bool {
+    if let Some(delay) = DELAY.token
+        && same(delay.to_bytes(), token.to_bytes())
+    {
+        return true;
+    }
+    let mut rest = SHARED_OPTIONS;
+    while let [s, tail @ ..] = rest {
+        if let Some(t) = s.token
+            && same(t.to_bytes(), token.to_bytes())
+        {
+            return true;
+        }
+        rest = tail;
+    }
+    false
+}
+
+/// Whether `doc`'s command has options of its own ([`Limiter::options`]).
+const fn has_options(doc: &CommandDoc) -> bool {
+    let mut rest = doc.args;
+    while let [a, tail @ ..] = rest {
+        if let Some(t) = a.token
+            && a.optional
+            && !is_shared(t)
+        {
+            return true;
+        }
+        rest = tail;
+    }
+    false
 }
 
 impl Limiter {
     /// The arguments after the key that every call gives (not a required token, RL.ACQUIRE's
     /// `ID id`, which RL.ALL takes from its shared options).
     pub fn positional(&self) -> usize {
-        self.doc
-            .args
-            .iter()
-            .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
-            .count()
+        self.positional
+    }
+
+    /// Whether `token` is one of the command's own options (any case).
+    pub fn takes(&self, token: &[u8]) -> bool {
+        self.has_options && self.options().any(|o| token.eq_ignore_ascii_case(o))
     }
 
     /// The command's own options (each a token and one value), not the shared ones a command
@@ -79,6 +168,9 @@ macro_rules! define_limiters {
                 kind: Kind::$variant,
                 doc: &<command_of!($variant) as LimiterCommand>::DOC,
                 parse: parse_with::<command_of!($variant)>,
+                alone: alone::run_alone_as::<command_of!($variant)>,
+                positional: positional_of(&<command_of!($variant) as LimiterCommand>::DOC),
+                has_options: has_options(&<command_of!($variant) as LimiterCommand>::DOC),
             },)*
         ];
     };
@@ -119,27 +211,70 @@ pub fn limiter_name(token: &[u8]) -> Result<&[u8], RlError> {
     Ok(token)
 }
 
-/// One `limiter` of RL.ALL or RL.CHECK for `key`: an algorithm name, that command's positional
-/// arguments and its own options, parsed by that command's own parser, then `CHARGE n` and
-/// `NAME name` in any order.
+/// One `limiter` of RL.ALL, RL.CHECK or RL.POLICY SET: an algorithm name, that command's
+/// positional arguments and its own options, parsed by that command's own parser, then
+/// `CHARGE n` and `NAME name` in any order.
 ///
 /// # Errors
 /// A missing or unknown limiter, the command's own argument errors, a bad or repeated
 /// `CHARGE` or `NAME`.
 #[inline]
-pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'a>, RlError> {
-    let token = args
-        .next()
-        .ok_or(RlError::Syntax("a limiter is missing for a key"))?;
-    let limiter = limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
-    let arity = RlError::LimiterArity(limiter.kind);
-    // On the stack: a limiter's own arguments are its name, key, positionals and options.
-    let mut argv: SmallVec<[&[u8]; 12]> = SmallVec::new();
-    argv.push(limiter.kind.command().as_bytes());
-    argv.push(key);
-    for _ in 0..limiter.positional() {
-        argv.push(args.next().ok_or_else(|| arity.clone())?);
+pub fn parse_limiter<'a>(args: &mut Args<'a>) -> Result<LimiterArg<'a>, RlError> {
+    let written = limiter_words(args)?;
+    Ok(LimiterArg {
+        params: (written.limiter.parse)(written.argv.as_slice())?,
+        charge: written.charge,
+        name: written.name,
+    })
+}
+
+/// One `limiter` as written, not yet parsed by its command's parser: the algorithm, the
+/// arguments its own command's parser reads, and its `CHARGE` and `NAME`.
+pub(crate) struct LimiterWords<'a> {
+    pub limiter: &'static Limiter,
+    /// The limiter's positionals and own options, after two arguments its command's parser
+    /// skips (in its own command, its name and key).
+    pub argv: Words<'a>,
+    pub charge: Option<u64>,
+    pub name: Option<&'a [u8]>,
+}
+
+/// The arguments a limiter's own parser reads ([`LimiterWords::argv`]).
+pub(crate) enum Words<'a> {
+    /// A slice of the call's arguments, not a copy: the two skipped are the two before the
+    /// positionals (the limiter's name and the argument before it).
+    Span(&'a [&'a [u8]]),
+    /// Its command's name and an empty key, then the positionals and options: a limiter at the
+    /// start of the arguments (a policy's definition).
+    Built(Vec<&'a [u8]>),
+}
+
+impl Words<'_> {
+    pub fn as_slice(&self) -> &[&[u8]] {
+        match self {
+            Words::Span(s) => s,
+            Words::Built(v) => v,
+        }
     }
+}
+
+/// The words of one `limiter` ([`parse_limiter`] before the command's own parser).
+///
+/// # Errors
+/// As [`parse_limiter`], but the command's own argument errors.
+#[inline(always)]
+pub(crate) fn limiter_words<'a>(args: &mut Args<'a>) -> Result<LimiterWords<'a>, RlError> {
+    // Not `ok_or`: an error built on every call is dropped on every call.
+    let Some(token) = args.next() else {
+        return Err(RlError::Syntax("a limiter is missing for a key"));
+    };
+    let limiter = limiter(token).ok_or_else(|| RlError::UnknownLimiter(quote(token)))?;
+    let arity = || RlError::LimiterArity(limiter.kind);
+    let positionals = args.index();
+    for _ in 0..limiter.positional() {
+        args.next().ok_or_else(arity)?;
+    }
+    let mut to = args.index();
     let mut charge = None;
     let mut name = None;
     while let Some(opt) = args.peek() {
@@ -159,18 +294,28 @@ pub fn parse_limiter<'a>(args: &mut Args<'a>, key: &[u8]) -> Result<LimiterArg<'
             name = Some(limiter_name(args.value_of("NAME")?)?);
             continue;
         }
-        if charge.is_some()
-            || name.is_some()
-            || !limiter.options().any(|o| opt.eq_ignore_ascii_case(o))
-        {
+        // The command's own options come first, together (none after CHARGE or NAME).
+        if charge.is_some() || name.is_some() || !limiter.takes(opt) {
             break;
         }
-        argv.push(opt);
         args.next();
-        argv.push(args.next().ok_or_else(|| arity.clone())?);
+        args.next().ok_or_else(arity)?;
+        to = args.index();
     }
-    Ok(LimiterArg {
-        params: (limiter.parse)(&argv)?,
+    let argv = match positionals
+        .checked_sub(2)
+        .and_then(|from| args.span(from, to))
+    {
+        Some(span) => Words::Span(span),
+        None => {
+            let mut built: Vec<&[u8]> = vec![limiter.kind.command().as_bytes(), b""];
+            built.extend_from_slice(args.span(positionals, to).ok_or(RlError::Arity)?);
+            Words::Built(built)
+        }
+    };
+    Ok(LimiterWords {
+        limiter,
+        argv,
         charge,
         name,
     })
@@ -284,6 +429,30 @@ mod tests {
                     assert!(flow::refund(&mut charged, T, 1, None).is_err(), "{kind:?}");
                     assert_eq!(charged, before);
                 }
+            }
+        }
+    }
+
+    /// The counts found when the table is built are those of the docs.
+    #[test]
+    fn positional_and_options_are_the_docs() {
+        for limiter in LIMITERS {
+            let positional = limiter
+                .doc
+                .args
+                .iter()
+                .filter(|a| a.kind != ArgType::Key && !a.optional && a.token.is_none())
+                .count();
+            assert_eq!(limiter.positional(), positional, "{:?}", limiter.kind);
+            let own: Vec<&[u8]> = limiter.options().collect();
+            assert_eq!(limiter.has_options, !own.is_empty(), "{:?}", limiter.kind);
+            for o in own {
+                assert!(limiter.takes(o), "{:?}", limiter.kind);
+                assert!(limiter.takes(&o.to_ascii_lowercase()), "{:?}", limiter.kind);
+            }
+            for s in SHARED_OPTIONS.iter().chain([&DELAY]) {
+                let t = s.token.unwrap().to_bytes();
+                assert!(!limiter.takes(t), "{:?}", limiter.kind);
             }
         }
     }

@@ -96,7 +96,7 @@ pub fn parse_definition(items: &[&[u8]]) -> Result<Definition, RlError> {
         if limiters.len() >= LIMITERS_MAX {
             return Err(RlError::Conflict("a policy has at most 16 limiters"));
         }
-        let l = parse_limiter(&mut args, b"")?;
+        let l = parse_limiter(&mut args)?;
         limiters.push(PolicyLimiter {
             params: l.params,
             charge: l.charge,
