@@ -22,6 +22,7 @@ use std::sync::Arc;
 use crate::commands::acquire::wait;
 use crate::commands::call::args::{Args, Options, positive, quote};
 use crate::commands::call::detail::{self, Part};
+use crate::commands::call::propagate::ShortValues;
 use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::evaluation_time;
 use crate::commands::limiters::alone::{self, NAME};
@@ -36,7 +37,7 @@ use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
-use crate::core::packed::StateMut;
+use crate::core::packed::{Packed, StateMut};
 use crate::core::policy::Policy;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
@@ -408,12 +409,16 @@ impl Run for All {
         }
         drop(slots);
         // A value changed in place is kept (encoded again) when its key is written, else
-        // discarded.
-        for (state, fate) in held.iter_mut().zip(&fates) {
-            if let Some(state) = state.take()
-                && matches!(fate, Fate::Unchanged)
-            {
-                state.discard();
+        // discarded; each written key's new value is encoded for the propagation while at hand.
+        let mut values = ShortValues::default();
+        for (i, (state, fate)) in held.iter_mut().zip(&fates).enumerate() {
+            match (state.take(), &**fate) {
+                (Some(state), Fate::Unchanged) => state.discard(),
+                (_, Fate::Written { new: Some(new), .. }) => {
+                    Packed::stored_of(new, |v| values.push(i, v));
+                }
+                (Some(mut state), Fate::Written { new: None, .. }) => values.push(i, state.store()),
+                (None, _) | (Some(_), Fate::Deleted) => {}
             }
         }
         drop(held);
@@ -439,6 +444,7 @@ impl Run for All {
             argv,
             at_index: parsed.opts.at_index,
             now,
+            values: &values,
         };
         // Near its limit as enforcement judged it (the policy's counters too).
         let enforced = Decision::from(outcome.verdict);
