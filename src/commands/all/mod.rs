@@ -326,9 +326,13 @@ impl Run for All {
         if let Some(done) = run_alone(ctx, argv, bytes, this) {
             return done;
         }
-        let parsed = AllRequest::parse(bytes)?;
+        // Read where it was returned (a `?` would move the whole request once more).
+        let parse = AllRequest::parse(bytes);
+        let Ok(parsed) = &parse else {
+            return parse.map(|_| ());
+        };
         if parsed.is_its_own_command() {
-            return run_one(ctx, argv, bytes, this, &parsed);
+            return run_one(ctx, argv, bytes, this, parsed);
         }
         if parsed.policy.is_some() {
             policy_state::flush_pending(ctx);
@@ -379,14 +383,19 @@ impl Run for All {
                 None => Slot::New(None),
             });
         }
-        let outcome = apply_charged(
+        // Read where it was returned, as the request.
+        let applied = apply_charged(
             &mut slots,
             &parsed.specs,
             &parsed.charges,
             &req,
             config::dedup_max(),
-        )
-        .map_err(|e| multi_error(e, &parsed.keys))?;
+        );
+        let Ok(outcome) = &applied else {
+            return applied
+                .map(|_| ())
+                .map_err(|e| multi_error(e, &parsed.keys));
+        };
         // Each key's fate: written (a new key with the value the call created) when the call
         // wrote it, else unchanged.
         for ((slot, fate), at) in slots.iter_mut().zip(fates.iter_mut()).zip(&outcome.writes) {
@@ -462,7 +471,7 @@ impl Run for All {
             count,
             |ctx| {
                 if parsed.opts.detail {
-                    reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
+                    reply_detail(ctx, &d, (reason, denied_by), parsed, outcome);
                 } else {
                     reply_decision(ctx, &d);
                 }
