@@ -398,13 +398,17 @@ impl Amounts {
 
 /// Judge every key ([`AnyParams::judge`]); a key holding another algorithm is reported before
 /// any other error, naming the first such key.
+///
+/// The judgments are pushed onto `judged` (empty, owned by the caller): a returned list would
+/// be moved, whole, on its way out.
+#[inline(always)]
 fn judge_all(
+    judged: &mut Few<Judged>,
     slots: &[Slot<'_>],
     specs: &[AnyParams],
     charges: &[u64],
     req: &Request,
-) -> Result<Few<Judged>, MultiError> {
-    let mut judged: Few<Judged> = Few::with_capacity(slots.len());
+) -> Result<(), MultiError> {
     let mut failed: Option<CoreError> = None;
     for (index, ((slot, spec), &cost)) in slots.iter().zip(specs).zip(charges).enumerate() {
         match spec.judge(slot.state(), req.now, cost, req.best_effort, req.dedup) {
@@ -423,7 +427,7 @@ fn judge_all(
     }
     match failed {
         Some(e) => Err(e.into()),
-        None => Ok(judged),
+        None => Ok(()),
     }
 }
 
@@ -570,7 +574,8 @@ fn apply_now(
     if req.best_effort && charges.iter().any(|&c| c != req.cost) {
         return Err(CoreError::Refused(BESTEFFORT_CHARGES).into());
     }
-    let mut judged = judge_all(slots, specs, charges, req)?;
+    let mut judged: Few<Judged> = Few::with_capacity(slots.len());
+    judge_all(&mut judged, slots, specs, charges, req)?;
     if let Some(d) = req.delay {
         delay_all(slots, specs, &mut judged, d)?;
     }

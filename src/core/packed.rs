@@ -106,6 +106,15 @@ impl Packed {
         }
     }
 
+    /// `f` on the value [`Packed::pack`] would store for `state`, without moving `state`: what
+    /// [`Packed::stored`] gives once it is stored.
+    pub fn stored_of<R>(state: &LimiterState, f: impl FnOnce(Encodable<'_>) -> R) -> R {
+        match Inline::of(state) {
+            Some(inline) => f(Encodable::Inline(&inline)),
+            None => f(Encodable::Full(state)),
+        }
+    }
+
     /// The value, as a copy when it is inline.
     pub fn state(&self) -> Option<LimiterState> {
         match self {
@@ -303,6 +312,28 @@ mod tests {
     use crate::core::limiter::Algorithm;
     use crate::core::state::Stored;
     use proptest::prelude::*;
+
+    /// What a value encodes as before it is stored is what it encodes as once stored.
+    #[test]
+    fn stored_of_encodes_as_the_stored_value() {
+        let p = GcraParams::new(10_000_000, 1, 60_000_000).unwrap();
+        let mut g = Gcra::fresh(&p);
+        g.commit(&p, 1_700_000_000_000_000, 1).unwrap();
+        let state = LimiterState::new(g.into_state(), 1_700_000_000_000_000);
+        let mut with_id = state.clone();
+        with_id
+            .extras
+            .remember(DedupId(1), 1, 1_700_000_001_000_000, 10);
+        for s in [state, with_id] {
+            let mut before = Vec::new();
+            Packed::stored_of(&s, |e| e.encode_into(&mut before));
+            let mut after = Vec::new();
+            Packed::pack(s.clone()).stored().encode_into(&mut after);
+            assert_eq!(before, after);
+            let fixed = Packed::stored_of(&s, |e| e.fixed_payload());
+            assert_eq!(fixed, Packed::pack(s).stored().fixed_payload());
+        }
+    }
 
     #[test]
     fn common_values_are_inline_others_boxed() {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use crate::commands::acquire::wait;
 use crate::commands::call::args::{Args, Options, positive, quote};
 use crate::commands::call::detail::{self, Part};
+use crate::commands::call::propagate::ShortValues;
 use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::evaluation_time;
 use crate::commands::limiters::alone::{self, NAME};
@@ -32,11 +33,11 @@ use crate::commands::row::{Command, Run};
 use crate::config;
 use crate::core::Kind;
 use crate::core::dedup::DedupId;
-use crate::core::flow::Write;
 use crate::core::limiter::{Decision, Reason, Request};
 use crate::core::multi::{
     AnyParams, BESTEFFORT_CHARGES, Few, MultiError, MultiOutcome, Slot, apply_charged,
 };
+use crate::core::packed::{Packed, StateMut};
 use crate::core::policy::Policy;
 use crate::docs::{ArgDoc, ArgType, CommandDoc, DELAY, KEY, arg, opt};
 use crate::error::RlError;
@@ -91,6 +92,7 @@ impl<'a> AllRequest<'a> {
     ///
     /// # Errors
     /// Arity, numkeys, unknown limiters, each limiter's own argument errors, shared options.
+    #[inline(always)]
     pub fn parse(items: &'a [&'a [u8]]) -> Result<Self, RlError> {
         let mut parsed = Self::parse_with(items, ALL_OPTIONS)?;
         parsed.bind_call(parsed.opts.dedup, parsed.opts.best_effort)?;
@@ -128,16 +130,23 @@ impl<'a> AllRequest<'a> {
                 "numkeys is greater than the number of arguments",
             ));
         }
-        let mut keys: Few<&[u8]> = Few::with_capacity(numkeys);
+        // Built in place: each list is pushed where it stays (a struct built from lists at the
+        // end is a copy of all of them).
+        let mut parsed = AllRequest {
+            keys: Few::with_capacity(numkeys),
+            specs: Few::with_capacity(numkeys),
+            charges: Few::with_capacity(numkeys),
+            names: Few::with_capacity(numkeys),
+            opts: Options::default(),
+            policy: None,
+        };
         for key in args.by_ref().take(numkeys) {
-            if keys.contains(&key) {
+            if parsed.keys.contains(&key) {
                 return Err(RlError::Syntax("RL.ALL keys must be distinct"));
             }
-            keys.push(key);
+            parsed.keys.push(key);
         }
-        let mut specs: Few<AnyParams> = Few::with_capacity(numkeys);
-        let mut charges: Few<u64> = Few::with_capacity(numkeys);
-        let mut names: Few<Option<&'a [u8]>> = Few::with_capacity(numkeys);
+        let n = parsed.keys.len();
         if args
             .peek()
             .is_some_and(|t| t.eq_ignore_ascii_case(b"POLICY"))
@@ -146,11 +155,11 @@ impl<'a> AllRequest<'a> {
             let name = args.value_of("POLICY")?;
             let found = policy_state::lookup(name)?;
             let limiters = &found.def.limiters;
-            if limiters.len() != keys.len() {
+            if limiters.len() != n {
                 return Err(RlError::PolicyKeys {
                     policy: quote(name),
                     limiters: limiters.len(),
-                    keys: keys.len(),
+                    keys: n,
                 });
             }
             let mut opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
@@ -158,41 +167,28 @@ impl<'a> AllRequest<'a> {
             opts.shadow |= found.def.shadow;
             // Named in the detailed reply by the policy's own names.
             for l in limiters {
-                specs.push(l.params.clone());
-                charges.push(l.charge.unwrap_or(opts.cost));
-                names.push(None);
+                parsed.specs.push(l.params.clone());
+                parsed.charges.push(l.charge.unwrap_or(opts.cost));
+                parsed.names.push(None);
             }
-            let parsed = AllRequest {
-                keys,
-                specs,
-                charges,
-                names,
-                opts,
-                policy: Some(found),
-            };
+            parsed.opts = opts;
+            parsed.policy = Some(found);
             parsed.check()?;
             return Ok(parsed);
         }
         // Each limiter's own `CHARGE`, until the call's `COST` is known.
-        let mut own: Few<Option<u64>> = Few::with_capacity(numkeys);
-        for _ in 0..keys.len() {
+        let mut own: Few<Option<u64>> = Few::with_capacity(n);
+        for _ in 0..n {
             let l = parse_limiter(&mut args)?;
-            specs.push(l.params);
+            parsed.specs.push(l.params);
             own.push(l.charge);
-            names.push(l.name);
+            parsed.names.push(l.name);
         }
         let opts = Options::parse_only(&mut args, allowed, |_, _| Ok(false))?;
         for charge in own.iter() {
-            charges.push(charge.unwrap_or(opts.cost));
+            parsed.charges.push(charge.unwrap_or(opts.cost));
         }
-        let parsed = AllRequest {
-            keys,
-            specs,
-            charges,
-            names,
-            opts,
-            policy: None,
-        };
+        parsed.opts = opts;
         parsed.check()?;
         Ok(parsed)
     }
@@ -330,9 +326,13 @@ impl Run for All {
         if let Some(done) = run_alone(ctx, argv, bytes, this) {
             return done;
         }
-        let parsed = AllRequest::parse(bytes)?;
+        // Read where it was returned (a `?` would move the whole request once more).
+        let parse = AllRequest::parse(bytes);
+        let Ok(parsed) = &parse else {
+            return parse.map(|_| ());
+        };
         if parsed.is_its_own_command() {
-            return run_one(ctx, argv, bytes, this, &parsed);
+            return run_one(ctx, argv, bytes, this, parsed);
         }
         if parsed.policy.is_some() {
             policy_state::flush_pending(ctx);
@@ -341,15 +341,24 @@ impl Run for All {
         let now = eval.now;
         let req: Request = parsed.opts.request(now);
         let n = parsed.keys.len();
-        // Each key's part, filled in place (a `collect` would build each elsewhere and move it).
-        let names = || argv.iter().skip(2).take(n);
-        let mut keys: Few<LimiterKey> = Few::with_capacity(n);
-        for name in names() {
-            keys.push(LimiterKey::open(ctx, name));
+        // One entry per key, in place: its key, open, its name, and its fate, decided below.
+        // (A `collect` would build each elsewhere and move it.)
+        let mut touched: Few<Touched<'_>> = Few::with_capacity(n);
+        for name in argv.iter().skip(2).take(n) {
+            touched.push(Touched::new(
+                LimiterKey::open(ctx, name),
+                name,
+                Fate::Unchanged,
+            ));
         }
-        let mut held: Few<_> = Few::with_capacity(n);
-        for key in keys.iter_mut() {
+        // Each key's decoded value borrows its key until its fate is known: the key's value and
+        // its fate, borrowed side by side from the same entry.
+        let mut held: Few<Option<StateMut<'_>>> = Few::with_capacity(n);
+        let mut fates: Few<&mut Fate> = Few::with_capacity(n);
+        for t in touched.iter_mut() {
+            let Touched { key, fate, .. } = t;
             held.push(key.limiter(NAME)?);
+            fates.push(fate);
         }
         // A new lease on a concurrency key does not pass the clients waiting there
         // (`RL.ACQUIRE ... WAIT`): while anybody waits, the call is judged without being taken, and
@@ -374,29 +383,55 @@ impl Run for All {
                 None => Slot::New(None),
             });
         }
-        let outcome = apply_charged(
+        // Read where it was returned, as the request.
+        let applied = apply_charged(
             &mut slots,
             &parsed.specs,
             &parsed.charges,
             &req,
             config::dedup_max(),
-        )
-        .map_err(|e| multi_error(e, &parsed.keys))?;
-        let mut created: Few<Write> = Few::with_capacity(n);
-        for slot in slots {
-            created.push(match slot {
-                Slot::New(Some(state)) => Write::Created(state),
-                Slot::Existing(_) => Write::Updated,
-                Slot::New(None) => Write::None,
-            });
+        );
+        let Ok(outcome) = &applied else {
+            return applied
+                .map(|_| ())
+                .map_err(|e| multi_error(e, &parsed.keys));
+        };
+        // Each key's fate: written (a new key with the value the call created) when the call
+        // wrote it, else unchanged.
+        for ((slot, fate), at) in slots.iter_mut().zip(fates.iter_mut()).zip(&outcome.writes) {
+            **fate = match (slot, *at) {
+                (Slot::Existing(_), Some(expires_at)) => Fate::Written {
+                    new: None,
+                    expires_at,
+                    sent: None,
+                },
+                (Slot::New(new), Some(expires_at)) => match new.take() {
+                    Some(state) => Fate::Written {
+                        new: Some(state),
+                        expires_at,
+                        sent: None,
+                    },
+                    None => Fate::Unchanged,
+                },
+                (_, None) => Fate::Unchanged,
+            };
         }
-        let mut fates: Few<Fate> = Few::with_capacity(n);
-        for ((state, write), at) in held.into_iter().zip(created).zip(&outcome.writes) {
-            fates.push(match at {
-                Some(at) => Fate::of(ctx, state, write, *at, None),
-                None => Fate::of(ctx, state, Write::None, 0, None),
-            });
+        drop(slots);
+        // A value changed in place is kept (encoded again) when its key is written, else
+        // discarded; each written key's new value is encoded for the propagation while at hand.
+        let mut values = ShortValues::default();
+        for (i, (state, fate)) in held.iter_mut().zip(&fates).enumerate() {
+            match (state.take(), &**fate) {
+                (Some(state), Fate::Unchanged) => state.discard(),
+                (_, Fate::Written { new: Some(new), .. }) => {
+                    Packed::stored_of(new, |v| values.push(i, v));
+                }
+                (Some(mut state), Fate::Written { new: None, .. }) => values.push(i, state.store()),
+                (None, _) | (Some(_), Fate::Deleted) => {}
+            }
         }
+        drop(held);
+        drop(fates);
         let (mut reply, reason) = req.reply(outcome.verdict, outcome.reason);
         // A new lease that yields to the waiters on a concurrency key is denied (judged only);
         // under `SHADOW` it is let through, taking nothing.
@@ -414,14 +449,11 @@ impl Run for All {
             (true, false) => (Reason::Limit, yielder),
             (false, _) => (reason, outcome.denied_by),
         };
-        let mut touched: Few<Touched<'_>> = Few::with_capacity(n);
-        for ((key, name), fate) in keys.into_iter().zip(names()).zip(fates) {
-            touched.push(Touched::new(key, name, fate));
-        }
         let propagate = Propagate::Values {
             argv,
             at_index: parsed.opts.at_index,
             now,
+            values: &values,
         };
         // Near its limit as enforcement judged it (the policy's counters too).
         let enforced = Decision::from(outcome.verdict);
@@ -439,7 +471,7 @@ impl Run for All {
             count,
             |ctx| {
                 if parsed.opts.detail {
-                    reply_detail(ctx, &d, (reason, denied_by), &parsed, &outcome);
+                    reply_detail(ctx, &d, (reason, denied_by), parsed, outcome);
                 } else {
                     reply_decision(ctx, &d);
                 }

@@ -50,38 +50,91 @@ pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> boo
     })
 }
 
-/// A written value short enough to replicate as itself: its encoding, on the stack.
-#[derive(Debug, Clone, Copy)]
-pub struct ShortValue {
-    bytes: [u8; STATE_REPLICATION_MAX],
-    len: usize,
+/// The new values of a call's written keys, for one `RL._SET key value [key value ...]`
+/// ([`replicate_values`]): each encoded once, where it is at hand, into its own place on the
+/// stack, in key order; up to [`ffi::replicate::PAIRS_MAX`] values of at most
+/// [`STATE_REPLICATION_MAX`] bytes.
+#[derive(Debug)]
+pub struct ShortValues {
+    bytes: [[u8; STATE_REPLICATION_MAX]; ffi::replicate::PAIRS_MAX],
+    lens: [usize; ffi::replicate::PAIRS_MAX],
+    /// Each value's key, by its index among the call's keys.
+    keys: [usize; ffi::replicate::PAIRS_MAX],
+    count: usize,
+    /// Every value added is short, and there are few enough of them.
+    short: bool,
 }
 
-impl ShortValue {
-    /// `state`'s encoding when it is at most [`STATE_REPLICATION_MAX`] bytes.
-    pub fn of(state: Encodable<'_>) -> Option<ShortValue> {
-        let mut bytes = [0u8; STATE_REPLICATION_MAX];
-        if let Some(payload) = state.fixed_payload() {
-            let len = payload.len();
-            bytes.get_mut(..len)?.copy_from_slice(&payload);
-            return Some(ShortValue { bytes, len });
+impl Default for ShortValues {
+    fn default() -> Self {
+        ShortValues {
+            bytes: [[0; STATE_REPLICATION_MAX]; ffi::replicate::PAIRS_MAX],
+            lens: [0; ffi::replicate::PAIRS_MAX],
+            keys: [0; ffi::replicate::PAIRS_MAX],
+            count: 0,
+            short: true,
         }
-        if state.surely_longer_than(STATE_REPLICATION_MAX) {
-            return None;
+    }
+}
+
+impl ShortValues {
+    /// Add the new value `state` of the key at index `key` (keys added in order). Once a value
+    /// is long, or there are more than [`ffi::replicate::PAIRS_MAX`], nothing more is encoded.
+    pub fn push(&mut self, key: usize, state: Encodable<'_>) {
+        if !self.short {
+            return;
         }
-        PAYLOAD.with_borrow_mut(|buf| {
-            buf.clear();
-            state.encode_into(buf);
-            let len = buf.len();
-            bytes.get_mut(..len)?.copy_from_slice(buf);
-            Some(ShortValue { bytes, len })
-        })
+        let i = self.count;
+        let (Some(bytes), Some(len), Some(at)) = (
+            self.bytes.get_mut(i),
+            self.lens.get_mut(i),
+            self.keys.get_mut(i),
+        ) else {
+            self.short = false;
+            return;
+        };
+        match encode_short(state, bytes) {
+            Some(n) => {
+                *len = n;
+                *at = key;
+                self.count = i.saturating_add(1);
+            }
+            None => self.short = false,
+        }
     }
 
-    /// The encoding.
-    pub fn bytes(&self) -> &[u8] {
-        self.bytes.get(..self.len).unwrap_or_default()
+    /// Whether every value added is short and they are few enough for one `RL._SET`.
+    pub fn short(&self) -> bool {
+        self.short
     }
+
+    /// Each value added: its key's index and its encoding.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.keys
+            .iter()
+            .zip(self.lens.iter().zip(&self.bytes))
+            .take(self.count)
+            .map(|(&key, (&len, bytes))| (key, bytes.get(..len).unwrap_or_default()))
+    }
+}
+
+/// Encode `state` into `out` when it is at most [`STATE_REPLICATION_MAX`] bytes: its length.
+fn encode_short(state: Encodable<'_>, out: &mut [u8; STATE_REPLICATION_MAX]) -> Option<usize> {
+    if let Some(payload) = state.fixed_payload() {
+        let len = payload.len();
+        out.get_mut(..len)?.copy_from_slice(&payload);
+        return Some(len);
+    }
+    if state.surely_longer_than(STATE_REPLICATION_MAX) {
+        return None;
+    }
+    PAYLOAD.with_borrow_mut(|buf| {
+        buf.clear();
+        state.encode_into(buf);
+        let len = buf.len();
+        out.get_mut(..len)?.copy_from_slice(buf);
+        Some(len)
+    })
 }
 
 /// Propagate `RL._SET key value [key value ...]`, each written key with its short value, as one

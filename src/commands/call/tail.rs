@@ -9,7 +9,7 @@ use redis_module::Context;
 
 use crate::commands::call::evaluation::Evaluation;
 use crate::commands::call::propagate::{
-    ShortValue, replicate_argv_with_at, replicate_expiry, replicate_state, replicate_values,
+    ShortValues, replicate_argv_with_at, replicate_expiry, replicate_state, replicate_values,
 };
 use crate::commands::row::Command;
 use crate::core::few::Few;
@@ -127,10 +127,12 @@ pub enum Propagate<'a> {
     },
     /// Every written key's new value itself, in one command (`RL._SET key payload [key payload
     /// ...]`), when every one is short and they are few, else as [`Propagate::WithAt`]: RL.ALL.
+    /// `values` holds them, encoded by the caller while each was at hand.
     Values {
         argv: Argv<'a>,
         at_index: Option<usize>,
         now: Micros,
+        values: &'a ShortValues,
     },
     /// The command with the call's arguments, as they are (a write that does not depend on the
     /// clock).
@@ -201,9 +203,11 @@ pub fn finish(
         argv,
         at_index,
         now,
+        values,
     } = propagate
     {
-        return finish_values(ctx, tail, eval, keys, (argv, at_index, now), count, reply);
+        let call = (argv, at_index, now);
+        return finish_values(ctx, tail, eval, keys, call, values, count, reply);
     }
     let mut wrote = false;
     for k in keys.iter_mut() {
@@ -224,50 +228,36 @@ pub fn finish(
     Ok(())
 }
 
-/// [`finish`] under [`Propagate::Values`]: every written key's new value stored and read while
-/// its key is open; then each key expired and closed, and the call propagated as those values
-/// when every one is short (`RL._SET`), else as the command with `AT` (`call`: its arguments,
-/// the index of any `AT t`, the time), then as [`finish`].
+/// [`finish`] under [`Propagate::Values`]: each key written, expired and closed; then the call
+/// propagated as the written keys' new values (`values`, encoded by the caller) when every one
+/// is short (`RL._SET`), else as the command with `AT` (`call`: its arguments, the index of any
+/// `AT t`, the time), then as [`finish`].
+#[allow(clippy::too_many_arguments)]
 fn finish_values(
     ctx: &Context,
     tail: Tail,
     eval: Evaluation,
     keys: &mut [Touched<'_>],
     call: (Argv<'_>, Option<usize>, Micros),
+    values: &ShortValues,
     count: impl Into<Count>,
     reply: impl FnOnce(&Context),
 ) -> Result<(), RlError> {
-    let mut values: Few<Option<ShortValue>> = Few::with_capacity(keys.len());
-    let mut short = true;
-    for k in keys.iter_mut() {
-        let value = match &mut k.fate {
-            Fate::Written { new, .. } => {
-                if let Some(state) = new.take() {
-                    k.key.set(state)?;
-                }
-                let value = match k.key.holding() {
-                    Holding::Limiter(v) if short => ShortValue::of(v.stored()),
-                    _ => None,
-                };
-                short &= value.is_some();
-                value
-            }
-            Fate::Unchanged | Fate::Deleted => None,
-        };
-        values.push(value);
-    }
     let mut wrote = false;
     for k in keys.iter_mut() {
         wrote |= write_key(ctx, tail, eval, k, Propagate::Plain(call.0))?;
     }
     if wrote {
-        let mut pairs: Few<(Arg<'_>, &[u8])> = Few::with_capacity(keys.len());
-        for (k, v) in keys.iter().zip(&values) {
-            if let Some(v) = v {
-                pairs.push((k.name, v.bytes()));
+        let sent = values.short() && {
+            let mut pairs: Few<(Arg<'_>, &[u8])> = Few::with_capacity(keys.len());
+            for (i, v) in values.iter() {
+                if let Some(k) = keys.get(i) {
+                    pairs.push((k.name, v));
+                }
             }
-        }
-        if !(short && replicate_values(ctx, &pairs)) {
+            replicate_values(ctx, &pairs)
+        };
+        if !sent {
             let (argv, at_index, now) = call;
             replicate_argv_with_at(ctx, tail.event, argv, at_index, now);
         }
