@@ -36,13 +36,23 @@ struct Inner {
     /// The latest time an id is remembered until or a reservation ends (0 when none): the
     /// key's expiry holds it. Derived from `ids`.
     last_end: Micros,
+    /// Every id's [`bit`], or-ed: an id whose bit is clear is not among the ids, found so
+    /// without a scan (most calls with `DEDUP` bring a new id). Derived from `ids`.
+    id_bits: u64,
+}
+
+/// An id's bit in [`Inner::id_bits`]: one of 64, from the hash's low bits.
+#[inline(always)]
+fn bit(id: DedupId) -> u64 {
+    1u64.rotate_left(id.0 as u32)
 }
 
 impl Inner {
     /// Recompute what is derived from the ids.
     fn refresh(&mut self) {
-        let (mut next_hold_end, mut first_until, mut last_end) = (0, 0, 0);
+        let (mut next_hold_end, mut first_until, mut last_end, mut id_bits) = (0, 0, 0, 0);
         for (i, e) in self.ids.iter().enumerate() {
+            id_bits |= bit(e.id);
             if e.pending() && (next_hold_end == 0 || e.hold_end < next_hold_end) {
                 next_hold_end = e.hold_end;
             }
@@ -54,6 +64,7 @@ impl Inner {
         self.next_hold_end = next_hold_end;
         self.first_until = first_until;
         self.last_end = last_end;
+        self.id_bits = id_bits;
     }
 
     /// Add `entry` after the ids, what is derived from them following it (no scan of the ids).
@@ -70,6 +81,7 @@ impl Inner {
             self.first_until.min(entry.until)
         };
         self.last_end = self.last_end.max(entry.until.max(entry.hold_end));
+        self.id_bits |= bit(entry.id);
         self.ids.push_back(entry);
     }
 }
@@ -87,6 +99,7 @@ impl Extras {
             next_hold_end: 0,
             first_until: 0,
             last_end: 0,
+            id_bits: 0,
         };
         inner.refresh();
         let mut e = Extras(Some(Box::new(inner)));
@@ -118,7 +131,15 @@ impl Extras {
 
     /// The entry of `id`, if it is remembered at `now`.
     pub fn entry(&self, id: DedupId, now: Micros) -> Option<&Entry> {
-        self.iter().find(|e| e.id == id && e.until > now)
+        // The two halves of the ring one after the other: a plain loop over each, not a
+        // flattened iterator (this is on the path of every call with `DEDUP`).
+        let inner = self.0.as_deref()?;
+        if inner.id_bits & bit(id) == 0 {
+            return None;
+        }
+        let (front, back) = inner.ids.as_slices();
+        let is = |e: &&Entry| e.id == id && e.until > now;
+        front.iter().find(is).or_else(|| back.iter().find(is))
     }
 
     /// Mark `id` (remembered at `now`) as settled by a refund or a settle, `charged` units
@@ -140,6 +161,15 @@ impl Extras {
     /// and block pays a null check.
     #[inline(always)]
     pub fn forget_expired(&mut self, now: Micros) {
+        // Ids none of which is forgotten yet, and no block: nothing to do (the common key with
+        // ids).
+        if let Some(i) = self.0.as_deref()
+            && !i.ids.is_empty()
+            && i.first_until > now
+            && i.block_until == 0
+        {
+            return;
+        }
         if self.0.is_some() {
             self.forget_expired_in(now);
         }
@@ -464,6 +494,10 @@ mod tests {
                 }
             }
             assert_eq!(e.iter().copied().collect::<Vec<_>>(), naive, "step {step}");
+            for probe in 0..40u128 {
+                let want = naive.iter().find(|x| x.id.0 == probe && x.until > now);
+                assert_eq!(e.entry(DedupId(probe), now), want, "step {step}");
+            }
             let latest = naive.iter().map(|x| x.until.max(x.hold_end)).max();
             assert_eq!(e.latest_expiry(), latest.unwrap_or(0), "step {step}");
             if let Some(inner) = &e.0 {

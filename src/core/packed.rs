@@ -269,7 +269,14 @@ impl Encodable<'_> {
     pub fn surely_longer_than(self, n: usize) -> bool {
         match self {
             Encodable::Inline(_) => false,
-            Encodable::Full(s) => s.min_encoded_len() > n,
+            // Ids alone (at least `MIN_ENTRY_LEN` bytes each) usually settle it.
+            Encodable::Full(s) => {
+                s.extras
+                    .len()
+                    .saturating_mul(crate::core::dedup::MIN_ENTRY_LEN)
+                    > n
+                    || s.min_encoded_len() > n
+            }
         }
     }
 

@@ -113,6 +113,27 @@ impl<'a> Argv<'a> {
         })
     }
 
+    /// The bytes of the first arguments, as many as `out` has room for (the rest of `out` as
+    /// it was): as [`Arg::bytes`] each, the API function looked up once for all of them.
+    pub fn bytes_into(self, out: &mut [&'a [u8]]) {
+        // SAFETY: copying a function pointer out of the API table, filled in at load.
+        let Some(ptr_len) = (unsafe { raw::RedisModule_StringPtrLen }) else {
+            return;
+        };
+        for (slot, &inner) in out.iter_mut().zip(self.argv) {
+            let mut len = 0usize;
+            // SAFETY: `inner` is a live string of the current call; `len` is writable.
+            let p = unsafe { ptr_len(inner, &mut len) };
+            *slot = if p.is_null() {
+                &[]
+            } else {
+                // SAFETY: Redis returns a pointer to `len` readable bytes that live as long as
+                // the string, which outlives the call ('a).
+                unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+            };
+        }
+    }
+
     /// The arguments from position `from` on, as Redis passed them (for an API call that takes
     /// a vector of strings); empty past the end.
     pub(crate) fn raw_from(self, from: usize) -> &'a [*mut raw::RedisModuleString] {

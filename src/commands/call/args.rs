@@ -139,6 +139,7 @@ pub fn non_negative(token: &[u8], what: &'static str) -> Result<u64, RlError> {
 ///
 /// # Errors
 /// `ERR invalid duration '<token>' for <what>`, also when it overflows.
+#[inline(always)]
 pub fn duration(token: &[u8], what: &'static str) -> Result<Micros, RlError> {
     parse_duration(token, what, 1)
 }
@@ -151,28 +152,55 @@ pub fn duration_or_zero(token: &[u8], what: &'static str) -> Result<Micros, RlEr
     parse_duration(token, what, 0)
 }
 
+#[inline(always)]
 fn parse_duration(token: &[u8], what: &'static str, min: u64) -> Result<Micros, RlError> {
-    let invalid = || RlError::InvalidDuration(quote(token), what);
-    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
-    let (number, unit) = token.split_at(digits);
-    // Units are at most two letters: compare them lower-cased on the stack.
-    let lower = |i: usize| unit.get(i).map(u8::to_ascii_lowercase);
-    let ms_per_unit: u64 = match (unit.len(), lower(0), lower(1)) {
-        (0, _, _) => 1,
-        (2, Some(b'm'), Some(b's')) => 1,
-        (1, Some(b's'), _) => 1_000,
-        (1, Some(b'm'), _) => 60_000,
-        (1, Some(b'h'), _) => 3_600_000,
-        (1, Some(b'd'), _) => 86_400_000,
-        _ => return Err(invalid()),
+    match duration_us(token, min) {
+        Some(us) => Ok(us),
+        None => Err(invalid_duration(token, what)),
+    }
+}
+
+/// [`parse_duration`]'s value, `None` for its error (returned in registers, the error built
+/// apart).
+#[inline(never)]
+fn duration_us(token: &[u8], min: u64) -> Option<Micros> {
+    // One pass over the leading digits (as `parse_u64` reads them: 1 to 19, so nothing wraps),
+    // then the unit.
+    let mut n: u64 = 0;
+    let mut digits: usize = 0;
+    for &b in token {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        n = n.wrapping_mul(10).wrapping_add(u64::from(d));
+        digits = digits.wrapping_add(1);
+    }
+    // Units are at most two letters, in any case: a byte with bit 5 set is one of these
+    // lower-case letters exactly when it is that letter in either case.
+    let us_per_unit: u64 = match token.get(digits..).unwrap_or_default() {
+        [] => US_PER_MS,
+        [u] => match u | 0x20 {
+            b's' => 1_000 * US_PER_MS,
+            b'm' => 60_000 * US_PER_MS,
+            b'h' => 3_600_000 * US_PER_MS,
+            b'd' => 86_400_000 * US_PER_MS,
+            _ => return None,
+        },
+        [m, s] if m | 0x20 == b'm' && s | 0x20 == b's' => US_PER_MS,
+        _ => return None,
     };
-    let n = parse_u64(number)
-        .filter(|&n| n >= min)
-        .ok_or_else(invalid)?;
-    n.checked_mul(ms_per_unit)
-        .and_then(|ms| ms.checked_mul(US_PER_MS))
-        .filter(|&us| us <= MAX_PARAM)
-        .ok_or_else(invalid)
+    if digits == 0 || digits > 19 || n > MAX_PARAM || n < min {
+        return None;
+    }
+    n.checked_mul(us_per_unit).filter(|&us| us <= MAX_PARAM)
+}
+
+/// `ERR invalid duration '<token>' for <what>`.
+#[cold]
+#[inline(never)]
+fn invalid_duration(token: &[u8], what: &'static str) -> RlError {
+    RlError::InvalidDuration(quote(token), what)
 }
 
 /// An `AT` time: Unix milliseconds with an optional fraction (`1700000000123.456`), in µs.
@@ -205,56 +233,6 @@ pub fn at_time(token: &[u8]) -> Result<Micros, RlError> {
         .and_then(|us| us.checked_add(us_part))
         .filter(|&us| us <= MAX_TIME)
         .ok_or_else(invalid)
-}
-
-/// Room for any `AT` rendered by [`format_at_into`].
-pub const AT_BUF: usize = 32;
-
-/// Two decimal digits of every number below 100, `00` to `99`.
-const PAIRS: &[u8; 200] = b"\
-0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// Render a time for `AT`, exact to the microsecond (`1700000000123.045`), into `buf`, without
-/// allocating (it is on the path of every call propagated with `AT`): written backwards from
-/// the end, two digits at a time.
-pub fn format_at_into(us: Micros, buf: &mut [u8; AT_BUF]) -> &[u8] {
-    let mut pos = AT_BUF;
-    let mut put = |bytes: &[u8]| {
-        let start = pos.saturating_sub(bytes.len());
-        if let Some(slot) = buf.get_mut(start..pos) {
-            slot.copy_from_slice(bytes);
-        }
-        pos = start;
-    };
-    let pair = |n: u64| {
-        let i = usize::try_from(n % 100).unwrap_or(0).saturating_mul(2);
-        PAIRS.get(i..i.saturating_add(2)).unwrap_or(b"00")
-    };
-    let frac = us % US_PER_MS;
-    put(pair(frac % 100));
-    put(pair(frac / 100).get(1..).unwrap_or_default());
-    put(b".");
-    let mut ms = us / US_PER_MS;
-    while ms >= 100 {
-        put(pair(ms));
-        ms /= 100;
-    }
-    put(if ms >= 10 {
-        pair(ms)
-    } else {
-        pair(ms).get(1..).unwrap_or_default()
-    });
-    buf.get(pos..).unwrap_or_default()
-}
-
-/// Render a time for `AT`, exact to the microsecond.
-pub fn format_at(us: Micros) -> String {
-    let mut buf = [0u8; AT_BUF];
-    String::from_utf8_lossy(format_at_into(us, &mut buf)).into_owned()
 }
 
 pub use crate::commands::call::options::{HOLD_NEEDS_DEDUP, HOLD_NO_CONCURRENCY};
@@ -409,6 +387,7 @@ impl Options {
 
     /// [`Options::parse_only`] with `allowed` the shared options (every one when `None`, which
     /// is not looked up).
+    #[inline(always)]
     fn parse_allowed<'a>(
         args: &mut Args<'a>,
         allowed: Option<&[&[u8]]>,
@@ -565,6 +544,7 @@ pub fn once(seen: &mut bool, opt: &'static str) -> Result<(), RlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::call::at::format_at;
 
     #[test]
     fn quoted_tokens_are_printable_ascii() {
@@ -747,21 +727,6 @@ mod tests {
             b"253402300800000",
         ] {
             assert!(at_time(bad).is_err(), "{}", String::from_utf8_lossy(bad));
-        }
-        assert_eq!(format_at(1_700_000_000_123_045), "1700000000123.045");
-        assert_eq!(format_at(0), "0.000");
-        assert_eq!(format_at(u64::MAX), "18446744073709551.615");
-        // Every number of digits, against the standard formatting.
-        let mut us = 7u64;
-        for _ in 0..2_000 {
-            let want = format!("{}.{:03}", us / 1000, us % 1000);
-            assert_eq!(format_at(us), want);
-            us = us.wrapping_mul(3).wrapping_add(us / 7 % 1000);
-        }
-        for us in [
-            0, 1, 9, 10, 99, 100, 999, 1000, 9_999, 10_000, 99_999, 100_000, 1_000_000,
-        ] {
-            assert_eq!(format_at(us), format!("{}.{:03}", us / 1000, us % 1000));
         }
         assert_eq!(
             at_time(format_at(1_700_000_000_123_045).as_bytes()).unwrap(),

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 
 use redis_module::Context;
 
-use crate::commands::call::args::{AT_BUF, format_at_into};
+use crate::commands::call::at::{AT_BUF, format_at_into};
 use crate::commands::call::evaluation::Expiry;
 use crate::commands::call::restore::SET_COMMAND;
 use crate::core::Micros;

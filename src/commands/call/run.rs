@@ -143,9 +143,7 @@ const INLINE_ARGS_LONG: usize = 48;
 pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
     let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
     if argv.len() <= INLINE_ARGS {
-        for (slot, a) in inline.iter_mut().zip(argv.iter()) {
-            *slot = a.bytes();
-        }
+        argv.bytes_into(&mut inline);
         f(inline.get(..argv.len()).unwrap_or_default())
     } else {
         with_bytes_long(argv, f)
@@ -157,9 +155,7 @@ pub fn with_bytes<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
 fn with_bytes_long<R>(argv: Argv<'_>, f: impl FnOnce(&[&[u8]]) -> R) -> R {
     if argv.len() <= INLINE_ARGS_LONG {
         let mut inline: [&[u8]; INLINE_ARGS_LONG] = [&[]; INLINE_ARGS_LONG];
-        for (slot, a) in inline.iter_mut().zip(argv.iter()) {
-            *slot = a.bytes();
-        }
+        argv.bytes_into(&mut inline);
         f(inline.get(..argv.len()).unwrap_or_default())
     } else {
         let heap: Vec<&[u8]> = argv.iter().map(Arg::bytes).collect();
