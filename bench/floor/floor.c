@@ -63,12 +63,9 @@ static long long now_us(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
-                                   "reset_after_ms"};
-    if (argc < 5) return RedisModule_WrongArity(ctx);
-    long long now = now_us();
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+/* Update the value of `name` as a granted GCRA call at `now` does; NULL on WRONGTYPE. */
+static Value *floor_update(RedisModuleCtx *ctx, RedisModuleString *name, long long now) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
     Value *v;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         v = RedisModule_Calloc(1, sizeof(Value));
@@ -77,13 +74,20 @@ static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         v = RedisModule_ModuleTypeGetValue(key);
     } else {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return NULL;
     }
     if (v->tat < now) v->tat = now;
     v->tat += 60000000;
     v->last = now;
     RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
     RedisModule_CloseKey(key);
+    return v;
+}
+
+/* The reply of a granted call: five integers, a map of them under RESP3. */
+static void reply_granted(RedisModuleCtx *ctx, const Value *v, long long now) {
+    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
+                                   "reset_after_ms"};
     long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
     int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
     if (resp3) {
@@ -95,6 +99,14 @@ static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
         RedisModule_ReplyWithLongLong(ctx, reply[i]);
     }
+}
+
+static int floor_gcra(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 5) return RedisModule_WrongArity(ctx);
+    long long now = now_us();
+    Value *v = floor_update(ctx, argv[1], now);
+    if (v == NULL) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    reply_granted(ctx, v, now);
     RedisModule_Replicate(ctx, "floor.set", "sb", argv[1], (const char *)v, sizeof(Value));
     RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_MODULE, "floor.gcra", argv[1]);
     return REDISMODULE_OK;
@@ -110,22 +122,8 @@ static int floor_detail(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
                                    "reset_after_ms", "denied_by", "reason",    "limiters"};
     if (argc < 5) return RedisModule_WrongArity(ctx);
     long long now = now_us();
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    Value *v;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        v = RedisModule_Calloc(1, sizeof(Value));
-        RedisModule_ModuleTypeSetValue(key, ValueType, v);
-    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
-        v = RedisModule_ModuleTypeGetValue(key);
-    } else {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    }
-    if (v->tat < now) v->tat = now;
-    v->tat += 60000000;
-    v->last = now;
-    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
-    RedisModule_CloseKey(key);
+    Value *v = floor_update(ctx, argv[1], now);
+    if (v == NULL) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
     long long entry[7] = {1, 1, 10000000, 9999999, 0, (v->tat - now) / 1000, 600000000000LL};
     int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
@@ -169,37 +167,11 @@ static int floor_detail(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 }
 
 static int floor_dedup(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
-                                   "reset_after_ms"};
     if (argc < 5) return RedisModule_WrongArity(ctx);
     long long now = now_us();
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    Value *v;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        v = RedisModule_Calloc(1, sizeof(Value));
-        RedisModule_ModuleTypeSetValue(key, ValueType, v);
-    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
-        v = RedisModule_ModuleTypeGetValue(key);
-    } else {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-    }
-    if (v->tat < now) v->tat = now;
-    v->tat += 60000000;
-    v->last = now;
-    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
-    RedisModule_CloseKey(key);
-    long long reply[5] = {1, 10000000, 9999999, 0, (v->tat - now) / 1000};
-    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
-    if (resp3) {
-        RedisModule_ReplyWithMap(ctx, 5);
-    } else {
-        RedisModule_ReplyWithArray(ctx, 5);
-    }
-    for (int i = 0; i < 5; i++) {
-        if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
-        RedisModule_ReplyWithLongLong(ctx, reply[i]);
-    }
+    Value *v = floor_update(ctx, argv[1], now);
+    if (v == NULL) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    reply_granted(ctx, v, now);
     /* `AT <ms>.<µs>`, as the module writes the time a call was evaluated at. */
     char at[32];
     char *p = at + sizeof(at);
@@ -216,30 +188,7 @@ static int floor_dedup(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
     return REDISMODULE_OK;
 }
 
-/* Update the value of `name` as a granted GCRA call at `now` does; NULL on WRONGTYPE. */
-static Value *floor_update(RedisModuleCtx *ctx, RedisModuleString *name, long long now) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
-    Value *v;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        v = RedisModule_Calloc(1, sizeof(Value));
-        RedisModule_ModuleTypeSetValue(key, ValueType, v);
-    } else if (RedisModule_ModuleTypeGetType(key) == ValueType) {
-        v = RedisModule_ModuleTypeGetValue(key);
-    } else {
-        RedisModule_CloseKey(key);
-        return NULL;
-    }
-    if (v->tat < now) v->tat = now;
-    v->tat += 60000000;
-    v->last = now;
-    RedisModule_SetAbsExpire(key, v->tat / 1000 + 1);
-    RedisModule_CloseKey(key);
-    return v;
-}
-
 static int floor_all(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    static const char *names[5] = {"granted", "limit", "remaining", "retry_after_ms",
-                                   "reset_after_ms"};
     if (argc < 3) return RedisModule_WrongArity(ctx);
     long long n;
     if (RedisModule_StringToLongLong(argv[1], &n) != REDISMODULE_OK || n < 1 || n > 3 ||
@@ -251,17 +200,7 @@ static int floor_all(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         v[i] = floor_update(ctx, argv[2 + i], now);
         if (v[i] == NULL) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     }
-    long long reply[5] = {1, 10000000, 9999999, 0, (v[0]->tat - now) / 1000};
-    int resp3 = RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_RESP3;
-    if (resp3) {
-        RedisModule_ReplyWithMap(ctx, 5);
-    } else {
-        RedisModule_ReplyWithArray(ctx, 5);
-    }
-    for (int i = 0; i < 5; i++) {
-        if (resp3) RedisModule_ReplyWithStringBuffer(ctx, names[i], strlen(names[i]));
-        RedisModule_ReplyWithLongLong(ctx, reply[i]);
-    }
+    reply_granted(ctx, v[0], now);
     const char *b[3] = {(const char *)v[0], (const char *)v[n > 1 ? 1 : 0],
                         (const char *)v[n > 2 ? 2 : 0]};
     size_t z = sizeof(Value);
