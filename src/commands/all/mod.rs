@@ -25,7 +25,7 @@ use crate::commands::call::detail::{self, Part};
 use crate::commands::call::propagate::ShortValues;
 use crate::commands::call::tail::{Fate, Propagate, Tail, Touched, finish};
 use crate::commands::evaluation_time;
-use crate::commands::limiters::alone::{self, NAME};
+use crate::commands::limiters::alone::NAME;
 use crate::commands::limiters::registry::{limiter_words, parse_limiter};
 use crate::commands::policy::state as policy_state;
 use crate::commands::reply_decision;
@@ -210,26 +210,13 @@ impl<'a> AllRequest<'a> {
     }
 }
 
-impl AllRequest<'_> {
-    /// Whether the call is one key's own command: one key, asked the call's `COST`, with none of
-    /// what RL.ALL alone replies, counts or remembers (`DETAIL`, `SHADOW`, `DEDUP`, `HOLD`, a
-    /// named policy, a concurrency key's turn among its waiters). RL.ALL over one key replies and
-    /// writes exactly as that key's own command (the property test below), so such a call is
-    /// run as that command, on the key at argument 2.
-    fn is_its_own_command(&self) -> bool {
-        let o = &self.opts;
-        self.keys.len() == 1
-            && self.policy.is_none()
-            && self.charges.iter().all(|&c| c == o.cost)
-            && self.specs.iter().all(|s| s.kind() != Kind::Concurrency)
-            && !(o.detail || o.shadow || o.dedup.is_some() || o.hold.is_some())
-    }
-}
-
-/// RL.ALL over one key run as that key's own command when it is one
-/// ([`AllRequest::is_its_own_command`]), its limiter parsed straight into its algorithm's
-/// parameters by its command's parser: `None` for any other call, and for any call with an
-/// argument error (the whole parse then replies it, as every other call's).
+/// RL.ALL over one key run as that key's own command when it is one: one key, asked the call's
+/// `COST`, with none of what RL.ALL alone replies, counts or remembers (`DETAIL`, `SHADOW`,
+/// `DEDUP`, `HOLD`, a named policy, a concurrency key's turn among its waiters). RL.ALL over one
+/// key replies and writes exactly as that key's own command (the property test below), so such a
+/// call is that command, its limiter parsed straight into its algorithm's parameters by its
+/// command's parser. `None` for any other call, and for any call with an argument error (the
+/// whole parse then replies it, as every other call's).
 fn run_alone(
     ctx: &Context,
     argv: Argv<'_>,
@@ -252,23 +239,6 @@ fn run_alone(
         return None;
     }
     (words.limiter.alone)(ctx, argv, bytes, this, words.argv.as_slice(), opts)
-}
-
-/// RL.ALL over one key as that key's own command ([`AllRequest::is_its_own_command`]).
-///
-/// # Errors
-/// As [`alone::run_one`].
-fn run_one(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    parsed: &AllRequest<'_>,
-) -> Result<(), RlError> {
-    let [spec] = &parsed.specs[..] else {
-        return Err(RlError::Arity);
-    };
-    alone::run_one(ctx, argv, bytes, this, spec, parsed.opts)
 }
 
 /// Answer Redis's request for the keys of a `numkeys key [key ...]` call, if that is what this
@@ -331,9 +301,6 @@ impl Run for All {
         let Ok(parsed) = &parse else {
             return parse.map(|_| ());
         };
-        if parsed.is_its_own_command() {
-            return run_one(ctx, argv, bytes, this, parsed);
-        }
         if parsed.policy.is_some() {
             policy_state::flush_pending(ctx);
         }

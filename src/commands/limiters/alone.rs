@@ -11,7 +11,6 @@ use crate::commands::row::Command;
 use crate::commands::{Call, LimiterCommand, reply_decision, run_call};
 use crate::core::Kind;
 use crate::core::limiter::Algorithm;
-use crate::core::multi::AnyParams;
 use crate::core::state::Stored;
 use crate::error::RlError;
 use crate::ffi::command::Argv;
@@ -41,22 +40,6 @@ pub fn run_alone_as<C: LimiterCommand>(
     )
 }
 
-/// RL.ALL over one key under `spec` with `opts`.
-///
-/// # Errors
-/// As the command's; WRONGTYPE names the key, as RL.ALL's does.
-pub fn run_one(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    spec: &AnyParams,
-    opts: Options,
-) -> Result<(), RlError> {
-    crate::core::state::dispatch!(spec.state(), a => run_one_of(ctx, argv, bytes, this, a, opts))
-        .map_err(|e| key_error(e, bytes))
-}
-
 /// A WRONGTYPE error of RL.ALL over the key at argument 2, naming the key.
 fn key_error(e: RlError, bytes: &[&[u8]]) -> RlError {
     match e {
@@ -69,19 +52,7 @@ fn key_error(e: RlError, bytes: &[&[u8]]) -> RlError {
     }
 }
 
-/// [`run_one`] for the algorithm of `a` (a fresh limiter carrying the parameters).
-fn run_one_of<A: Stored>(
-    ctx: &Context,
-    argv: Argv<'_>,
-    bytes: &[&[u8]],
-    this: &'static Command,
-    a: &A,
-    opts: Options,
-) -> Result<(), RlError> {
-    run_one_as::<A>(ctx, argv, bytes, this, a.params(), opts)
-}
-
-/// [`run_one`] for algorithm `A` with parameters `params`.
+/// RL.ALL over one key for algorithm `A` with parameters `params`.
 fn run_one_as<A: Stored>(
     ctx: &Context,
     argv: Argv<'_>,
