@@ -22,7 +22,7 @@ use crate::ffi::command::{Arg, Argv};
 pub const STATE_REPLICATION_MAX: usize = 48;
 
 thread_local! {
-    /// The encoding buffer of [`replicate_state`], reused by every call (commands run on the
+    /// The encoding buffer of [`with_short`], reused by every call (commands run on the
     /// main thread).
     static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -30,23 +30,27 @@ thread_local! {
 /// Propagate `RL._SET key <state>` when `state` encodes in at most [`STATE_REPLICATION_MAX`]
 /// bytes; `false` (nothing propagated) otherwise.
 pub fn replicate_state(ctx: &Context, key: Arg<'_>, state: Encodable<'_>) -> bool {
-    // The common value is a copy of its fixed-width words.
+    with_short(state, |bytes| {
+        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, bytes);
+    })
+    .is_some()
+}
+
+/// `f` on the encoding of `state` when it is at most [`STATE_REPLICATION_MAX`] bytes; `None`
+/// otherwise. The common value is a copy of its fixed-width words, and a value known too long
+/// (a log of many entries, `DEDUP` ids) is not encoded to find out.
+#[inline(always)]
+fn with_short<R>(state: Encodable<'_>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
     if let Some(payload) = state.fixed_payload() {
-        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, &payload);
-        return true;
+        return Some(f(&payload));
     }
-    // A value known too long (a log of many entries) is not encoded to find out.
     if state.surely_longer_than(STATE_REPLICATION_MAX) {
-        return false;
+        return None;
     }
     PAYLOAD.with_borrow_mut(|buf| {
         buf.clear();
         state.encode_into(buf);
-        if buf.len() > STATE_REPLICATION_MAX {
-            return false;
-        }
-        ffi::replicate::replicate_key_bytes(ctx, SET_COMMAND, key, buf);
-        true
+        (buf.len() <= STATE_REPLICATION_MAX).then(|| f(buf))
     })
 }
 
@@ -120,21 +124,11 @@ impl ShortValues {
 
 /// Encode `state` into `out` when it is at most [`STATE_REPLICATION_MAX`] bytes: its length.
 fn encode_short(state: Encodable<'_>, out: &mut [u8; STATE_REPLICATION_MAX]) -> Option<usize> {
-    if let Some(payload) = state.fixed_payload() {
-        let len = payload.len();
-        out.get_mut(..len)?.copy_from_slice(&payload);
-        return Some(len);
-    }
-    if state.surely_longer_than(STATE_REPLICATION_MAX) {
-        return None;
-    }
-    PAYLOAD.with_borrow_mut(|buf| {
-        buf.clear();
-        state.encode_into(buf);
-        let len = buf.len();
-        out.get_mut(..len)?.copy_from_slice(buf);
-        Some(len)
+    with_short(state, |bytes| {
+        out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(bytes.len())
     })
+    .flatten()
 }
 
 /// Propagate `RL._SET key value [key value ...]`, each written key with its short value, as one
