@@ -42,10 +42,6 @@ pub fn replicate_with<'a>(
     kw: &CStr,
     value: &[u8],
 ) {
-    // SAFETY: copying a function pointer out of the API table, filled in at load.
-    let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
-        return;
-    };
     let mut inline = [std::ptr::null_mut::<raw::RedisModuleString>(); INLINE_ARGS];
     let mut heap: Vec<*mut raw::RedisModuleString> = Vec::new();
     let mut n = 0usize;
@@ -66,35 +62,32 @@ pub fn replicate_with<'a>(
     } else {
         &heap
     };
-    // SAFETY: format "vcb" takes an array of RedisModuleString pointers and its length, a
-    // NUL-terminated C string, and a (pointer, length) buffer; every pointer is a live string of
-    // this call, `kw` and `value` live for the call, and Redis copies or retains what it keeps.
-    unsafe {
-        f(
-            ctx.ctx,
-            cmd.as_ptr(),
-            c"vcb".as_ptr().cast::<c_char>(),
-            argv.as_ptr(),
-            argv.len(),
-            kw.as_ptr(),
-            value.as_ptr().cast::<c_char>(),
-            value.len(),
-        )
-    };
+    replicate_strings_with(ctx, cmd, argv, kw, value);
 }
 
 /// Propagate `cmd` with the call's arguments after its name as they are, then the C string `kw`
 /// and the bytes `value` (one command, no MULTI around it): [`replicate_with`] without a copy of
 /// the arguments, Redis given the call's own vector.
 pub fn replicate_argv_with(ctx: &Context, cmd: &CStr, argv: Argv<'_>, kw: &CStr, value: &[u8]) {
+    replicate_strings_with(ctx, cmd, argv.raw_from(1), kw, value);
+}
+
+/// Propagate `cmd args... kw value` (one command) from the strings `args` of this call.
+#[inline(always)]
+fn replicate_strings_with(
+    ctx: &Context,
+    cmd: &CStr,
+    args: &[*mut raw::RedisModuleString],
+    kw: &CStr,
+    value: &[u8],
+) {
     // SAFETY: copying a function pointer out of the API table, filled in at load.
     let Some(f) = (unsafe { raw::RedisModule_Replicate }) else {
         return;
     };
-    let args = argv.raw_from(1);
-    // SAFETY: as in `replicate_with`: format "vcb" takes an array of RedisModuleString pointers
-    // and its length (the call's own, live for the call), a NUL-terminated C string and a
-    // (pointer, length) buffer that live for the call; Redis copies or retains what it keeps.
+    // SAFETY: format "vcb" takes an array of RedisModuleString pointers and its length, a
+    // NUL-terminated C string, and a (pointer, length) buffer; every pointer is a live string of
+    // this call, `kw` and `value` live for the call, and Redis copies or retains what it keeps.
     unsafe {
         f(
             ctx.ctx,
